@@ -1,0 +1,266 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// SourceType is the kind of system a document came from.
+type SourceType string
+
+// The source types of ARCHITECTURE §4.
+const (
+	SourceEmail      SourceType = "EMAIL"
+	SourceJira       SourceType = "JIRA"
+	SourceConfluence SourceType = "CONFLUENCE"
+	SourceGit        SourceType = "GIT"
+	SourceFile       SourceType = "FILE"
+)
+
+// SourceTypes lists every source type.
+var SourceTypes = []SourceType{SourceEmail, SourceJira, SourceConfluence, SourceGit, SourceFile}
+
+// Valid reports whether t is a known source type.
+func (t SourceType) Valid() bool {
+	for _, s := range SourceTypes {
+		if s == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Link is a link found in a document: the URL and the text around it.
+type Link struct {
+	URL     string `json:"url"`
+	Context string `json:"context,omitempty"`
+}
+
+// Normalized is the source-independent view of a document that pollers
+// produce and indexers read.
+type Normalized struct {
+	Title    string         `json:"title,omitempty"`
+	Body     string         `json:"body,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+	Links    []Link         `json:"links,omitempty"`
+}
+
+// Document is one immutable version of an external item, plus the mutable
+// processing fields (State, lease, Attempts, Error).
+type Document struct {
+	ID          string     `json:"id"`
+	Client      string     `json:"client"`
+	SourceType  SourceType `json:"sourceType"`
+	Connection  string     `json:"connection"`
+	ExternalID  string     `json:"externalId"`
+	Version     int        `json:"version"`
+	ContentHash string     `json:"contentHash"`
+	Raw         []byte     `json:"raw,omitempty"`
+	Normalized  Normalized `json:"normalized"`
+	ObservedAt  time.Time  `json:"observedAt"`
+
+	State       DocumentState `json:"state"`
+	LeaseOwner  string        `json:"leaseOwner,omitempty"`
+	LeaseUntil  time.Time     `json:"leaseUntil,omitzero"`
+	Attempts    int           `json:"attempts"`
+	MaxAttempts int           `json:"maxAttempts"`
+	RunAfter    time.Time     `json:"runAfter,omitzero"`
+	Error       *ErrorInfo    `json:"error,omitempty"`
+	UpdatedAt   time.Time     `json:"updatedAt"`
+}
+
+// ErrorInfo describes why a document or task failed: a stable class callers
+// can group by, a message, and whether a human can recover it (fix a
+// credential, retry after an outage) as opposed to input that will never
+// work.
+type ErrorInfo struct {
+	Class       string `json:"class"`
+	Message     string `json:"message"`
+	Recoverable bool   `json:"recoverable"`
+}
+
+// Budget caps what one task may spend on models. Zero means unlimited.
+type Budget struct {
+	MaxIterations int           `json:"maxIterations,omitempty"`
+	MaxTokens     int           `json:"maxTokens,omitempty"`
+	MaxDuration   time.Duration `json:"maxDuration,omitempty"`
+}
+
+// Usage is what a task spent.
+type Usage struct {
+	Iterations   int           `json:"iterations,omitempty"`
+	PromptTokens int           `json:"promptTokens,omitempty"`
+	OutputTokens int           `json:"outputTokens,omitempty"`
+	ModelCalls   int           `json:"modelCalls,omitempty"`
+	Duration     time.Duration `json:"duration,omitempty"`
+}
+
+// Task is a unit of work for the qualifier and, when it needs a big model,
+// the executor.
+type Task struct {
+	ID            string          `json:"id"`
+	Kind          TaskKind        `json:"kind"`
+	Client        string          `json:"client"`
+	SourceDoc     string          `json:"sourceDoc"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	CorrelationID string          `json:"correlationId"`
+	Priority      int             `json:"priority"`
+	State         TaskState       `json:"state"`
+	Attempts      int             `json:"attempts"`
+	MaxAttempts   int             `json:"maxAttempts"`
+	RunAfter      time.Time       `json:"runAfter,omitzero"`
+	LeaseOwner    string          `json:"leaseOwner,omitempty"`
+	LeaseUntil    time.Time       `json:"leaseUntil,omitzero"`
+	LastError     *ErrorInfo      `json:"lastError,omitempty"`
+	Budget        Budget          `json:"budget"`
+	Usage         Usage           `json:"usage"`
+	Result        json.RawMessage `json:"result,omitempty"`
+	CreatedAt     time.Time       `json:"createdAt"`
+	UpdatedAt     time.Time       `json:"updatedAt"`
+}
+
+// TaskMemory is the context the qualifier leaves for the executor (1:1 with
+// a task).
+type TaskMemory struct {
+	TaskID          string          `json:"taskId"`
+	CorrelationID   string          `json:"correlationId"`
+	Client          string          `json:"client"`
+	Project         string          `json:"project,omitempty"`
+	ContextSummary  string          `json:"contextSummary"`
+	GraphNodeKeys   []string        `json:"graphNodeKeys,omitempty"`
+	RAGDocumentIDs  []string        `json:"ragDocumentIds,omitempty"`
+	StructuredData  json.RawMessage `json:"structuredData,omitempty"`
+	RoutingDecision TaskState       `json:"routingDecision,omitempty"`
+	RoutingReason   string          `json:"routingReason,omitempty"`
+	SourceType      SourceType      `json:"sourceType,omitempty"`
+	SourceID        string          `json:"sourceId,omitempty"`
+	UpdatedAt       time.Time       `json:"updatedAt"`
+}
+
+// Aggregates named in the event log.
+const (
+	AggregateDocument = "document"
+	AggregateTask     = "task"
+)
+
+// Event types the store itself appends.
+const (
+	EventDocumentStored  = "document.stored"
+	EventDocumentState   = "document.state"
+	EventTaskCreated     = "task.created"
+	EventTaskState       = "task.state"
+	EventTaskMemorySaved = "task.memory"
+)
+
+// Event is one entry of the append-only event log. Seq orders all events of
+// a store; it is assigned by the store.
+type Event struct {
+	Seq         int64           `json:"seq"`
+	At          time.Time       `json:"at"`
+	Client      string          `json:"client"`
+	Aggregate   string          `json:"aggregate"`
+	AggregateID string          `json:"aggregateId"`
+	Type        string          `json:"type"`
+	Data        json.RawMessage `json:"data,omitempty"`
+}
+
+// StateChange is the Data of a document.state or task.state event.
+type StateChange struct {
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Attempt int    `json:"attempt"`
+	// RunAfter is when a retried item may be claimed again.
+	RunAfter time.Time  `json:"runAfter,omitzero"`
+	Owner    string     `json:"owner,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
+	Error    *ErrorInfo `json:"error,omitempty"`
+}
+
+// Client is a tenant: one knowledge base, one set of API keys.
+type Client struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Key roles.
+const (
+	RoleClient = "client"
+	RoleAdmin  = "admin"
+)
+
+// APIKey is a stored API key. Only its hash is kept; the secret is shown
+// once, when it is created.
+type APIKey struct {
+	ID        string    `json:"id"`
+	Client    string    `json:"client,omitempty"`
+	Role      string    `json:"role"`
+	Name      string    `json:"name,omitempty"`
+	Hash      string    `json:"-"`
+	CreatedAt time.Time `json:"createdAt"`
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+}
+
+// HashAPIKey returns the stored form of an API key secret. Keys are random
+// 256-bit tokens, so a fast hash is enough: there is nothing to brute-force.
+func HashAPIKey(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// Counts are queue depths keyed by state names.
+type Counts map[string]int64
+
+// Stats is what `jervis status` and the admin stats route report.
+type Stats struct {
+	Documents         Counts            `json:"documents"`
+	Tasks             Counts            `json:"tasks"`
+	DocumentsBySource map[string]Counts `json:"documentsBySource"`
+	DocumentsByClient map[string]Counts `json:"documentsByClient"`
+	TasksByKind       map[string]Counts `json:"tasksByKind"`
+	TasksByClient     map[string]Counts `json:"tasksByClient"`
+}
+
+// NewStats returns Stats with every known state present at zero.
+func NewStats() Stats {
+	s := Stats{
+		Documents:         Counts{},
+		Tasks:             Counts{},
+		DocumentsBySource: map[string]Counts{},
+		DocumentsByClient: map[string]Counts{},
+		TasksByKind:       map[string]Counts{},
+		TasksByClient:     map[string]Counts{},
+	}
+	for _, st := range DocumentStates {
+		s.Documents[string(st)] = 0
+	}
+	for _, st := range TaskStates {
+		s.Tasks[string(st)] = 0
+	}
+	return s
+}
+
+// AddDocuments records n documents of one client and source in a state.
+func (s Stats) AddDocuments(client string, source SourceType, state DocumentState, n int64) {
+	s.Documents[string(state)] += n
+	add(s.DocumentsBySource, string(source), string(state), n)
+	add(s.DocumentsByClient, client, string(state), n)
+}
+
+// AddTasks records n tasks of one client and kind in a state.
+func (s Stats) AddTasks(client string, kind TaskKind, state TaskState, n int64) {
+	s.Tasks[string(state)] += n
+	add(s.TasksByKind, string(kind), string(state), n)
+	add(s.TasksByClient, client, string(state), n)
+}
+
+func add(m map[string]Counts, key, state string, n int64) {
+	c := m[key]
+	if c == nil {
+		c = Counts{}
+		m[key] = c
+	}
+	c[state] += n
+}

@@ -1,0 +1,235 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+const docColumns = `id, client, source_type, connection, external_id, version, content_hash, raw, normalized,
+	observed_at, state, lease_owner, lease_until, attempts, max_attempts, run_after, error, updated_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanDocument(row scanner) (store.Document, error) {
+	var (
+		d                                       store.Document
+		normalized                              string
+		errCol                                  sql.NullString
+		observed, leaseUntil, runAfter, updated int64
+	)
+	err := row.Scan(&d.ID, &d.Client, &d.SourceType, &d.Connection, &d.ExternalID, &d.Version, &d.ContentHash,
+		&d.Raw, &normalized, &observed, &d.State, &d.LeaseOwner, &leaseUntil, &d.Attempts, &d.MaxAttempts,
+		&runAfter, &errCol, &updated)
+	if err != nil {
+		return d, err
+	}
+	if err := json.Unmarshal([]byte(normalized), &d.Normalized); err != nil {
+		return d, fmt.Errorf("document %s: decode normalized: %w", d.ID, err)
+	}
+	d.ObservedAt, d.LeaseUntil, d.RunAfter, d.UpdatedAt = fromMicros(observed), fromMicros(leaseUntil), fromMicros(runAfter), fromMicros(updated)
+	d.Error, err = scanError(errCol)
+	return d, err
+}
+
+func queryDocuments(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string, args ...any) ([]store.Document, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Document
+	for rows.Next() {
+		d, err := scanDocument(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// PutDocument implements store.Documents.
+func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Document, bool, error) {
+	now := time.Now()
+	doc, err := store.PrepareDocument(doc, now)
+	if err != nil {
+		return doc, false, err
+	}
+	normalized, err := json.Marshal(doc.Normalized)
+	if err != nil {
+		return doc, false, fmt.Errorf("%w: normalized: %v", store.ErrInvalid, err)
+	}
+	created := false
+	err = s.write(ctx, "put document", func(tx *sql.Tx) error {
+		existing, err := queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE id = ?`, doc.ID)
+		if err != nil {
+			return err
+		}
+		if len(existing) == 1 {
+			doc = existing[0]
+			return nil
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) + 1 FROM documents WHERE client = ? AND source_type = ? AND external_id = ?`,
+			doc.Client, doc.SourceType, doc.ExternalID).Scan(&doc.Version); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO documents (`+docColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			doc.ID, doc.Client, doc.SourceType, doc.Connection, doc.ExternalID, doc.Version, doc.ContentHash, doc.Raw,
+			string(normalized), micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, micros(now)); err != nil {
+			return err
+		}
+		data, _ := json.Marshal(map[string]any{"sourceType": doc.SourceType, "externalId": doc.ExternalID, "version": doc.Version, "connection": doc.Connection})
+		created = true
+		_, err = appendEvent(ctx, tx, store.Event{At: now, Client: doc.Client, Aggregate: store.AggregateDocument, AggregateID: doc.ID, Type: store.EventDocumentStored, Data: data})
+		return err
+	})
+	return doc, created, err
+}
+
+// GetDocument implements store.Documents.
+func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Document, error) {
+	ds, err := queryDocuments(ctx, s.r, `SELECT `+docColumns+` FROM documents WHERE client = ? AND id = ?`, client, id)
+	if err != nil {
+		return store.Document{}, s.explain("get document", err)
+	}
+	if len(ds) == 0 {
+		return store.Document{}, fmt.Errorf("document %s: %w", id, store.ErrNotFound)
+	}
+	return ds[0], nil
+}
+
+// ListDocumentVersions implements store.Documents.
+func (s *Store) ListDocumentVersions(ctx context.Context, client string, source store.SourceType, externalID string) ([]store.Document, error) {
+	ds, err := queryDocuments(ctx, s.r, `SELECT `+docColumns+` FROM documents WHERE client = ? AND source_type = ? AND external_id = ? ORDER BY version`,
+		client, source, externalID)
+	if err != nil {
+		return nil, s.explain("list document versions", err)
+	}
+	return ds, nil
+}
+
+// ClaimDocuments implements store.Documents.
+func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Document, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var out []store.Document
+	err := s.write(ctx, "claim documents", func(tx *sql.Tx) error {
+		var err error
+		out, err = queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE state = ? AND run_after <= ? ORDER BY run_after, observed_at LIMIT ?`,
+			store.DocNew, micros(c.Now), c.Limit)
+		if err != nil {
+			return err
+		}
+		for i := range out {
+			d := &out[i]
+			d.State, d.LeaseOwner, d.LeaseUntil, d.UpdatedAt = store.DocIndexing, c.Owner, c.LeaseUntil, c.Now
+			d.Attempts++
+			if _, err := tx.ExecContext(ctx, `UPDATE documents SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`,
+				d.State, d.LeaseOwner, micros(d.LeaseUntil), d.Attempts, micros(c.Now), d.ID); err != nil {
+				return err
+			}
+			if _, err := appendEvent(ctx, tx, store.DocumentStateEvent(*d, store.DocNew, c.Owner, "claim", c.Now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ExtendDocumentLeases implements store.Documents.
+func (s *Store) ExtendDocumentLeases(ctx context.Context, owner string, ids []string, until time.Time) (int, error) {
+	return s.extendLeases(ctx, "documents", []string{string(store.DocIndexing)}, owner, ids, until)
+}
+
+// TransitionDocuments implements store.Documents.
+func (s *Store) TransitionDocuments(ctx context.Context, ts []store.DocumentTransition) error {
+	var skipped []error
+	err := s.write(ctx, "transition documents", func(tx *sql.Tx) error {
+		skipped = skipped[:0]
+		now := time.Now()
+		for _, t := range ts {
+			err := transitionDocument(ctx, tx, t, now)
+			if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrIllegalTransition) || errors.Is(err, store.ErrNotFound) {
+				skipped = append(skipped, err)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(skipped...)
+}
+
+func transitionDocument(ctx context.Context, tx *sql.Tx, t store.DocumentTransition, now time.Time) error {
+	ds, err := queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE id = ?`, t.ID)
+	if err != nil {
+		return err
+	}
+	if len(ds) == 0 {
+		return fmt.Errorf("document %s: %w", t.ID, store.ErrNotFound)
+	}
+	if err := store.CheckDocumentTransition(ds[0], t); err != nil {
+		return err
+	}
+	d := store.ApplyDocumentTransition(ds[0], t, now)
+	if _, err := tx.ExecContext(ctx, `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ? WHERE id = ?`,
+		d.State, micros(d.RunAfter), d.Attempts, errorCol(d.Error), micros(now), d.ID); err != nil {
+		return err
+	}
+	_, err = appendEvent(ctx, tx, store.DocumentStateEvent(d, t.From, t.Owner, t.Reason, now))
+	return err
+}
+
+// RescueDocuments implements store.Documents.
+func (s *Store) RescueDocuments(ctx context.Context, now time.Time) (int, error) {
+	n := 0
+	err := s.write(ctx, "rescue documents", func(tx *sql.Tx) error {
+		ds, err := queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE lease_until > 0 AND lease_until < ? AND state = ?`,
+			micros(now), store.DocIndexing)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			if err := transitionDocument(ctx, tx, store.RescueDocument(d, now), now); err != nil {
+				return err
+			}
+		}
+		n = len(ds)
+		return nil
+	})
+	return n, err
+}
+
+// extendLeases moves the owner's leases on ids (in a running state) to until.
+func (s *Store) extendLeases(ctx context.Context, table string, running []string, owner string, ids []string, until time.Time) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := s.write(ctx, "extend leases", func(tx *sql.Tx) error {
+		args := append([]any{micros(until), owner}, anys(running)...)
+		args = append(args, anys(ids)...)
+		res, err := tx.ExecContext(ctx, `UPDATE `+table+` SET lease_until = ? WHERE lease_owner = ? AND state IN (`+placeholders(len(running))+`) AND id IN (`+placeholders(len(ids))+`)`, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}

@@ -1,0 +1,150 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order; migration i brings the schema to version
+// i+1 (kept in PRAGMA user_version). Never edit one that has shipped: append.
+var migrations = []string{
+	// 1: the pipeline state of ARCHITECTURE §4.
+	`
+CREATE TABLE schema_info (version INTEGER NOT NULL, applied_at TEXT NOT NULL DEFAULT (datetime('now'))) STRICT;
+
+CREATE TABLE documents (
+	id           TEXT PRIMARY KEY,
+	client       TEXT NOT NULL,
+	source_type  TEXT NOT NULL,
+	connection   TEXT NOT NULL DEFAULT '',
+	external_id  TEXT NOT NULL,
+	version      INTEGER NOT NULL,
+	content_hash TEXT NOT NULL,
+	raw          BLOB,
+	normalized   TEXT NOT NULL,
+	observed_at  INTEGER NOT NULL,
+	state        TEXT NOT NULL,
+	lease_owner  TEXT NOT NULL DEFAULT '',
+	lease_until  INTEGER NOT NULL DEFAULT 0,
+	attempts     INTEGER NOT NULL DEFAULT 0,
+	max_attempts INTEGER NOT NULL,
+	run_after    INTEGER NOT NULL DEFAULT 0,
+	error        TEXT,
+	updated_at   INTEGER NOT NULL,
+	UNIQUE (client, source_type, external_id, version)
+) STRICT;
+CREATE INDEX documents_claim ON documents (state, run_after);
+CREATE INDEX documents_lease ON documents (lease_until) WHERE lease_until > 0;
+CREATE INDEX documents_client ON documents (client, state);
+
+CREATE TABLE tasks (
+	id             TEXT PRIMARY KEY,
+	kind           TEXT NOT NULL,
+	client         TEXT NOT NULL,
+	source_doc     TEXT NOT NULL,
+	payload        TEXT,
+	correlation_id TEXT NOT NULL,
+	priority       INTEGER NOT NULL DEFAULT 0,
+	state          TEXT NOT NULL,
+	attempts       INTEGER NOT NULL DEFAULT 0,
+	max_attempts   INTEGER NOT NULL,
+	run_after      INTEGER NOT NULL DEFAULT 0,
+	lease_owner    TEXT NOT NULL DEFAULT '',
+	lease_until    INTEGER NOT NULL DEFAULT 0,
+	last_error     TEXT,
+	budget         TEXT,
+	usage          TEXT,
+	result         BLOB,
+	created_at     INTEGER NOT NULL,
+	updated_at     INTEGER NOT NULL,
+	-- stage is the worker stage that may claim the task now (store.Stage).
+	stage TEXT GENERATED ALWAYS AS (CASE
+		WHEN state IN ('NEW', 'RETRY') THEN 'qualify'
+		WHEN state = 'READY_FOR_GPU' THEN 'execute' END) VIRTUAL
+) STRICT;
+CREATE INDEX tasks_claim ON tasks (stage, priority DESC, run_after);
+CREATE INDEX tasks_lease ON tasks (lease_until) WHERE lease_until > 0;
+CREATE INDEX tasks_client ON tasks (client, state);
+CREATE INDEX tasks_source ON tasks (source_doc);
+
+CREATE TABLE task_memory (
+	task_id    TEXT PRIMARY KEY,
+	client     TEXT NOT NULL,
+	data       TEXT NOT NULL,
+	updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE events (
+	seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+	at           INTEGER NOT NULL,
+	client       TEXT NOT NULL,
+	aggregate    TEXT NOT NULL,
+	aggregate_id TEXT NOT NULL,
+	type         TEXT NOT NULL,
+	data         TEXT
+) STRICT;
+CREATE INDEX events_client ON events (client, seq);
+CREATE INDEX events_aggregate ON events (aggregate_id, seq);
+
+CREATE TABLE aliases (
+	client     TEXT NOT NULL,
+	alias      TEXT NOT NULL,
+	canonical  TEXT NOT NULL,
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (client, alias)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE cursors (
+	key        TEXT PRIMARY KEY,
+	value      TEXT NOT NULL,
+	updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE clients (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL,
+	created_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE api_keys (
+	id         TEXT PRIMARY KEY,
+	client     TEXT NOT NULL,
+	role       TEXT NOT NULL,
+	name       TEXT NOT NULL,
+	hash       TEXT NOT NULL UNIQUE,
+	created_at INTEGER NOT NULL,
+	revoked_at INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX api_keys_client ON api_keys (client);
+`,
+}
+
+// SchemaVersion is the schema version this binary writes.
+var SchemaVersion = len(migrations)
+
+// migrate applies pending migrations in one write transaction, which also
+// proves at start-up that the file is a database and writable.
+func (s *Store) migrate(ctx context.Context) error {
+	return s.write(ctx, "migrate", func(tx *sql.Tx) error {
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return err
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("schema version %d is newer than this binary supports (%d); run a newer jervis", v, len(migrations))
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO schema_info (version) VALUES (?)", i+1); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,336 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// SaveTaskMemory implements store.Memories.
+func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
+	if m.TaskID == "" || m.Client == "" {
+		return fmt.Errorf("%w: task memory: taskId and client are required", store.ErrInvalid)
+	}
+	now := time.Now()
+	m.UpdatedAt = now.UTC()
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("%w: task memory: %v", store.ErrInvalid, err)
+	}
+	return s.write(ctx, "save task memory", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO task_memory (task_id, client, data, updated_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (task_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at WHERE task_memory.client = excluded.client`,
+			m.TaskID, m.Client, string(data), micros(now))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("task memory %s belongs to another client: %w", m.TaskID, store.ErrConflict)
+		}
+		ev, _ := json.Marshal(map[string]any{"routingDecision": m.RoutingDecision})
+		_, err = appendEvent(ctx, tx, store.Event{At: now, Client: m.Client, Aggregate: store.AggregateTask, AggregateID: m.TaskID, Type: store.EventTaskMemorySaved, Data: ev})
+		return err
+	})
+}
+
+// GetTaskMemory implements store.Memories.
+func (s *Store) GetTaskMemory(ctx context.Context, client, taskID string) (store.TaskMemory, error) {
+	var m store.TaskMemory
+	var data string
+	err := s.r.QueryRowContext(ctx, `SELECT data FROM task_memory WHERE client = ? AND task_id = ?`, client, taskID).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, fmt.Errorf("task memory %s: %w", taskID, store.ErrNotFound)
+	}
+	if err != nil {
+		return m, s.explain("get task memory", err)
+	}
+	if err := json.Unmarshal([]byte(data), &m); err != nil {
+		return m, fmt.Errorf("task memory %s: decode: %w", taskID, err)
+	}
+	return m, nil
+}
+
+// DeleteTaskMemory implements store.Memories.
+func (s *Store) DeleteTaskMemory(ctx context.Context, client, taskID string) error {
+	return s.write(ctx, "delete task memory", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM task_memory WHERE client = ? AND task_id = ?`, client, taskID)
+		return err
+	})
+}
+
+// AppendEvent implements store.Events.
+func (s *Store) AppendEvent(ctx context.Context, e store.Event) (store.Event, error) {
+	if e.Aggregate == "" || e.Type == "" {
+		return e, fmt.Errorf("%w: event: aggregate and type are required", store.ErrInvalid)
+	}
+	if len(e.Data) > 0 && !json.Valid(e.Data) {
+		return e, fmt.Errorf("%w: event data: not valid JSON", store.ErrInvalid)
+	}
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	e.At = fromMicros(micros(e.At))
+	err := s.write(ctx, "append event", func(tx *sql.Tx) error {
+		var err error
+		e.Seq, err = appendEvent(ctx, tx, e)
+		return err
+	})
+	return e, err
+}
+
+// ListEvents implements store.Events.
+func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
+	var where []string
+	args := []any{q.AfterSeq}
+	where = append(where, "seq > ?")
+	for col, v := range map[string]string{"client": q.Client, "aggregate": q.Aggregate, "aggregate_id": q.AggregateID} {
+		if v != "" {
+			where = append(where, col+" = ?")
+			args = append(args, v)
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	args = append(args, limit)
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, at, client, aggregate, aggregate_id, type, data FROM events WHERE `+
+		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, args...)
+	if err != nil {
+		return nil, s.explain("list events", err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		var e store.Event
+		var at int64
+		var data sql.NullString
+		if err := rows.Scan(&e.Seq, &at, &e.Client, &e.Aggregate, &e.AggregateID, &e.Type, &data); err != nil {
+			return nil, s.explain("list events", err)
+		}
+		e.At = fromMicros(at)
+		if data.Valid {
+			e.Data = json.RawMessage(data.String)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ResolveAlias implements store.Aliases.
+func (s *Store) ResolveAlias(ctx context.Context, client, alias string) (string, error) {
+	var canonical string
+	err := s.r.QueryRowContext(ctx, `SELECT canonical FROM aliases WHERE client = ? AND alias = ?`, client, alias).Scan(&canonical)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("alias %q: %w", alias, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", s.explain("resolve alias", err)
+	}
+	return canonical, nil
+}
+
+// RecordAlias implements store.Aliases.
+func (s *Store) RecordAlias(ctx context.Context, client, alias, canonical string) error {
+	if client == "" || alias == "" || canonical == "" {
+		return fmt.Errorf("%w: alias: client, alias and canonical are required", store.ErrInvalid)
+	}
+	return s.write(ctx, "record alias", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO aliases (client, alias, canonical, updated_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (client, alias) DO UPDATE SET canonical = excluded.canonical, updated_at = excluded.updated_at`,
+			client, alias, canonical, micros(time.Now()))
+		return err
+	})
+}
+
+// GetCursor implements store.Cursors.
+func (s *Store) GetCursor(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.r.QueryRowContext(ctx, `SELECT value FROM cursors WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("cursor %q: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", s.explain("get cursor", err)
+	}
+	return v, nil
+}
+
+// CommitCursor implements store.Cursors.
+func (s *Store) CommitCursor(ctx context.Context, key, value string) error {
+	if key == "" {
+		return fmt.Errorf("%w: cursor: key is required", store.ErrInvalid)
+	}
+	return s.write(ctx, "commit cursor", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO cursors (key, value, updated_at) VALUES (?, ?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, micros(time.Now()))
+		return err
+	})
+}
+
+// PutClient implements store.Clients.
+func (s *Store) PutClient(ctx context.Context, c store.Client) (bool, error) {
+	if err := store.ValidateClientID(c.ID); err != nil {
+		return false, err
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = time.Now()
+	}
+	var created bool
+	err := s.write(ctx, "put client", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO clients (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			c.ID, c.Name, micros(c.CreatedAt))
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		created = n == 1
+		return nil
+	})
+	return created, err
+}
+
+// GetClient implements store.Clients.
+func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) {
+	cs, err := s.listClients(ctx, `WHERE id = ?`, id)
+	if err != nil {
+		return store.Client{}, err
+	}
+	if len(cs) == 0 {
+		return store.Client{}, fmt.Errorf("client %q: %w", id, store.ErrNotFound)
+	}
+	return cs[0], nil
+}
+
+// ListClients implements store.Clients.
+func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
+	return s.listClients(ctx, `ORDER BY id`)
+}
+
+func (s *Store) listClients(ctx context.Context, tail string, args ...any) ([]store.Client, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, name, created_at FROM clients `+tail, args...)
+	if err != nil {
+		return nil, s.explain("list clients", err)
+	}
+	defer rows.Close()
+	var out []store.Client
+	for rows.Next() {
+		var c store.Client
+		var at int64
+		if err := rows.Scan(&c.ID, &c.Name, &at); err != nil {
+			return nil, s.explain("list clients", err)
+		}
+		c.CreatedAt = fromMicros(at)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// CreateAPIKey implements store.Clients.
+func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
+	if err := store.ValidateAPIKey(k); err != nil {
+		return err
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = time.Now()
+	}
+	return s.write(ctx, "create api key", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, client, role, name, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			k.ID, k.Client, k.Role, k.Name, k.Hash, micros(k.CreatedAt))
+		if isConstraint(err) {
+			return fmt.Errorf("api key %s: %w", k.ID, store.ErrConflict)
+		}
+		return err
+	})
+}
+
+// LookupAPIKey implements store.Clients.
+func (s *Store) LookupAPIKey(ctx context.Context, hash string) (store.APIKey, error) {
+	ks, err := s.listKeys(ctx, `WHERE hash = ? AND revoked_at = 0`, hash)
+	if err != nil {
+		return store.APIKey{}, err
+	}
+	if len(ks) == 0 {
+		return store.APIKey{}, fmt.Errorf("api key: %w", store.ErrNotFound)
+	}
+	return ks[0], nil
+}
+
+// ListAPIKeys implements store.Clients.
+func (s *Store) ListAPIKeys(ctx context.Context, client string) ([]store.APIKey, error) {
+	return s.listKeys(ctx, `WHERE client = ? ORDER BY created_at, id`, client)
+}
+
+func (s *Store) listKeys(ctx context.Context, tail string, args ...any) ([]store.APIKey, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, client, role, name, hash, created_at, revoked_at FROM api_keys `+tail, args...)
+	if err != nil {
+		return nil, s.explain("list api keys", err)
+	}
+	defer rows.Close()
+	var out []store.APIKey
+	for rows.Next() {
+		var k store.APIKey
+		var created, revoked int64
+		if err := rows.Scan(&k.ID, &k.Client, &k.Role, &k.Name, &k.Hash, &created, &revoked); err != nil {
+			return nil, s.explain("list api keys", err)
+		}
+		k.CreatedAt, k.RevokedAt = fromMicros(created), fromMicros(revoked)
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// RevokeAPIKey implements store.Clients.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
+	return s.write(ctx, "revoke api key", func(tx *sql.Tx) error {
+		var revoked int64
+		err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM api_keys WHERE id = ?`, id).Scan(&revoked)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
+		}
+		if err != nil || revoked != 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ?`, micros(time.Now()), id)
+		return err
+	})
+}
+
+// Stats implements store.Store.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	st := store.NewStats()
+	rows, err := s.r.QueryContext(ctx, `SELECT client, source_type, state, count(*) FROM documents GROUP BY client, source_type, state`)
+	if err != nil {
+		return st, s.explain("stats", err)
+	}
+	for rows.Next() {
+		var client, source, state string
+		var n int64
+		if err := rows.Scan(&client, &source, &state, &n); err != nil {
+			rows.Close()
+			return st, s.explain("stats", err)
+		}
+		st.AddDocuments(client, store.SourceType(source), store.DocumentState(state), n)
+	}
+	rows.Close()
+	rows, err = s.r.QueryContext(ctx, `SELECT client, kind, state, count(*) FROM tasks GROUP BY client, kind, state`)
+	if err != nil {
+		return st, s.explain("stats", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var client, kind, state string
+		var n int64
+		if err := rows.Scan(&client, &kind, &state, &n); err != nil {
+			return st, s.explain("stats", err)
+		}
+		st.AddTasks(client, store.TaskKind(kind), store.TaskState(state), n)
+	}
+	return st, rows.Err()
+}

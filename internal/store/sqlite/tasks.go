@@ -1,0 +1,236 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+const taskColumns = `id, kind, client, source_doc, payload, correlation_id, priority, state, attempts, max_attempts,
+	run_after, lease_owner, lease_until, last_error, budget, usage, result, created_at, updated_at`
+
+func scanTask(row scanner) (store.Task, error) {
+	var (
+		t                                      store.Task
+		payload, lastErr, budget, usage        sql.NullString
+		runAfter, leaseUntil, created, updated int64
+		result                                 []byte
+	)
+	err := row.Scan(&t.ID, &t.Kind, &t.Client, &t.SourceDoc, &payload, &t.CorrelationID, &t.Priority, &t.State,
+		&t.Attempts, &t.MaxAttempts, &runAfter, &t.LeaseOwner, &leaseUntil, &lastErr, &budget, &usage, &result,
+		&created, &updated)
+	if err != nil {
+		return t, err
+	}
+	if len(result) > 0 {
+		t.Result = json.RawMessage(result)
+	}
+	if payload.Valid {
+		t.Payload = json.RawMessage(payload.String)
+	}
+	if budget.Valid {
+		if err := json.Unmarshal([]byte(budget.String), &t.Budget); err != nil {
+			return t, fmt.Errorf("task %s: decode budget: %w", t.ID, err)
+		}
+	}
+	if usage.Valid {
+		if err := json.Unmarshal([]byte(usage.String), &t.Usage); err != nil {
+			return t, fmt.Errorf("task %s: decode usage: %w", t.ID, err)
+		}
+	}
+	t.RunAfter, t.LeaseUntil, t.CreatedAt, t.UpdatedAt = fromMicros(runAfter), fromMicros(leaseUntil), fromMicros(created), fromMicros(updated)
+	t.LastError, err = scanError(lastErr)
+	return t, err
+}
+
+func queryTasks(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string, args ...any) ([]store.Task, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// EnqueueTasks implements store.Tasks.
+func (s *Store) EnqueueTasks(ctx context.Context, tasks ...store.Task) (int, error) {
+	now := time.Now()
+	prepared := make([]store.Task, len(tasks))
+	for i, t := range tasks {
+		var err error
+		if prepared[i], err = store.PrepareTask(t, now); err != nil {
+			return 0, fmt.Errorf("task %d: %w", i, err)
+		}
+		if len(t.Payload) > 0 && !json.Valid(t.Payload) {
+			return 0, fmt.Errorf("task %d: %w: payload: not valid JSON", i, store.ErrInvalid)
+		}
+	}
+	inserted := 0
+	err := s.write(ctx, "enqueue tasks", func(tx *sql.Tx) error {
+		inserted = 0
+		for _, t := range prepared {
+			budget, err := jsonCol(t.Budget)
+			if err != nil {
+				return err
+			}
+			var payload any
+			if len(t.Payload) > 0 {
+				payload = string(t.Payload)
+			}
+			res, err := tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+				t.ID, t.Kind, t.Client, t.SourceDoc, payload, t.CorrelationID, t.Priority, t.State, 0, t.MaxAttempts,
+				0, "", 0, nil, budget, nil, nil, micros(now), micros(now))
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				continue
+			}
+			inserted++
+			data, _ := json.Marshal(map[string]any{"kind": t.Kind, "sourceDoc": t.SourceDoc, "correlationId": t.CorrelationID})
+			if _, err := appendEvent(ctx, tx, store.Event{At: now, Client: t.Client, Aggregate: store.AggregateTask, AggregateID: t.ID, Type: store.EventTaskCreated, Data: data}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return inserted, err
+}
+
+// GetTask implements store.Tasks.
+func (s *Store) GetTask(ctx context.Context, client, id string) (store.Task, error) {
+	ts, err := queryTasks(ctx, s.r, `SELECT `+taskColumns+` FROM tasks WHERE client = ? AND id = ?`, client, id)
+	if err != nil {
+		return store.Task{}, s.explain("get task", err)
+	}
+	if len(ts) == 0 {
+		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
+	}
+	return ts[0], nil
+}
+
+// ClaimTasks implements store.Tasks.
+func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim) ([]store.Task, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if !stage.Valid() {
+		return nil, fmt.Errorf("%w: stage %q", store.ErrInvalid, stage)
+	}
+	var out []store.Task
+	err := s.write(ctx, "claim tasks", func(tx *sql.Tx) error {
+		var err error
+		out, err = queryTasks(ctx, tx, `SELECT `+taskColumns+` FROM tasks WHERE stage = ? AND run_after <= ? ORDER BY priority DESC, run_after LIMIT ?`,
+			stage, micros(c.Now), c.Limit)
+		if err != nil {
+			return err
+		}
+		running := stage.Running()
+		for i := range out {
+			t := &out[i]
+			from := t.State
+			t.State, t.LeaseOwner, t.LeaseUntil, t.UpdatedAt = running, c.Owner, c.LeaseUntil, c.Now
+			t.Attempts++
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`,
+				t.State, t.LeaseOwner, micros(t.LeaseUntil), t.Attempts, micros(c.Now), t.ID); err != nil {
+				return err
+			}
+			if _, err := appendEvent(ctx, tx, store.TaskStateEvent(*t, from, c.Owner, "claim", c.Now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ExtendTaskLeases implements store.Tasks.
+func (s *Store) ExtendTaskLeases(ctx context.Context, owner string, ids []string, until time.Time) (int, error) {
+	return s.extendLeases(ctx, "tasks", []string{string(store.TaskQualifying), string(store.TaskExecution)}, owner, ids, until)
+}
+
+// TransitionTasks implements store.Tasks.
+func (s *Store) TransitionTasks(ctx context.Context, ts []store.TaskTransition) error {
+	var skipped []error
+	err := s.write(ctx, "transition tasks", func(tx *sql.Tx) error {
+		skipped = skipped[:0]
+		now := time.Now()
+		for _, t := range ts {
+			err := transitionTask(ctx, tx, t, now)
+			if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrIllegalTransition) || errors.Is(err, store.ErrNotFound) {
+				skipped = append(skipped, err)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(skipped...)
+}
+
+func transitionTask(ctx context.Context, tx *sql.Tx, t store.TaskTransition, now time.Time) error {
+	ts, err := queryTasks(ctx, tx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, t.ID)
+	if err != nil {
+		return err
+	}
+	if len(ts) == 0 {
+		return fmt.Errorf("task %s: %w", t.ID, store.ErrNotFound)
+	}
+	if err := store.CheckTaskTransition(ts[0], t); err != nil {
+		return err
+	}
+	cur := store.ApplyTaskTransition(ts[0], t, now)
+	usage, err := jsonCol(cur.Usage)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, last_error = ?, result = ?, usage = ?, updated_at = ? WHERE id = ?`,
+		cur.State, micros(cur.RunAfter), cur.Attempts, errorCol(cur.LastError), []byte(cur.Result), usage, micros(now), cur.ID); err != nil {
+		return err
+	}
+	_, err = appendEvent(ctx, tx, store.TaskStateEvent(cur, t.From, t.Owner, t.Reason, now))
+	return err
+}
+
+// RescueTasks implements store.Tasks.
+func (s *Store) RescueTasks(ctx context.Context, stage store.Stage, now time.Time) (int, error) {
+	if !stage.Valid() {
+		return 0, fmt.Errorf("%w: stage %q", store.ErrInvalid, stage)
+	}
+	n := 0
+	err := s.write(ctx, "rescue tasks", func(tx *sql.Tx) error {
+		ts, err := queryTasks(ctx, tx, `SELECT `+taskColumns+` FROM tasks WHERE lease_until > 0 AND lease_until < ? AND state = ?`,
+			micros(now), stage.Running())
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if err := transitionTask(ctx, tx, store.RescueTask(t, stage, now), now); err != nil {
+				return err
+			}
+		}
+		n = len(ts)
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,63 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrPreempted is the cancellation cause that hands a job back without
+	// spending an attempt: the executor cancels running work with it when a
+	// user request arrives.
+	ErrPreempted = errors.New("preempted")
+	// ErrShutdown is the cancellation cause of jobs still running when the
+	// soft shutdown timeout has passed; they are handed back like preempted
+	// ones.
+	ErrShutdown = errors.New("worker shutting down")
+)
+
+// Error classes the worker assigns itself.
+const (
+	ClassTransient = "transient"
+	ClassPermanent = "permanent"
+	ClassPanic     = "panic"
+	ClassTimeout   = "timeout"
+)
+
+// Error is a handler error with structure: a stable class, whether retrying
+// can help, and whether a human can recover a permanent failure.
+type Error struct {
+	Class       string
+	Permanent   bool
+	Recoverable bool
+	Err         error
+}
+
+func (e *Error) Error() string { return e.Class + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Permanent marks err as not worth retrying (malformed input, a rule that
+// will always reject it). The job fails at once; the failure is marked as
+// not recoverable by a human.
+func Permanent(err error) error {
+	return &Error{Class: ClassPermanent, Permanent: true, Err: err}
+}
+
+// Classify wraps err with a class. permanent stops retries; recoverable says
+// a human can fix the cause (a credential, a quota) and retry.
+func Classify(class string, permanent, recoverable bool, err error) error {
+	return &Error{Class: class, Permanent: permanent, Recoverable: recoverable, Err: err}
+}
+
+// describe turns a handler error into a failure description.
+func describe(err error) (f Failure, permanent bool) {
+	var we *Error
+	if errors.As(err, &we) {
+		return Failure{Class: we.Class, Message: err.Error(), Recoverable: we.Recoverable}, we.Permanent
+	}
+	return Failure{Class: ClassTransient, Message: err.Error(), Recoverable: true}, false
+}
+
+type panicError struct{ v any }
+
+func (p panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.v) }
