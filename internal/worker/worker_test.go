@@ -437,7 +437,10 @@ func TestDocumentQueueQuarantinesPermanentFailures(t *testing.T) {
 		return worker.Result{}, nil
 	})
 	w, _ := worker.New(store.DocumentQueue{Documents: s}, h, fastConfig("index"))
-	runUntil(t, func() bool { st := stats(t, s); return st.Documents["INDEXED"] == 1 && st.Documents["QUARANTINED"] == 1 }, w)
+	runUntil(t, func() bool {
+		st := stats(t, s)
+		return st.Documents["INDEXED"] == 1 && st.Documents["QUARANTINED"] == 1
+	}, w)
 	d, _ := s.GetDocument(t.Context(), "acme", store.DocumentID("acme", store.SourceEmail, "malformed", store.ContentHash([]byte("malformed"))))
 	if d.Error == nil || d.Error.Class != "malformed_mime" || d.Error.Recoverable {
 		t.Fatalf("quarantine reason: %+v", d.Error)

@@ -14,6 +14,13 @@ import (
 const docColumns = `id, client, source_type, connection, external_id, version, content_hash, raw, normalized,
 	observed_at, state, lease_owner, lease_until, attempts, max_attempts, run_after, error, updated_at`
 
+const (
+	sqlClaimDocuments      = `SELECT ` + docColumns + ` FROM documents WHERE state = ? AND run_after <= ? ORDER BY run_after, observed_at LIMIT ?`
+	sqlClaimDocumentUpdate = `UPDATE documents SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
+	sqlDocumentByID        = `SELECT ` + docColumns + ` FROM documents WHERE id = ?`
+	sqlTransitionDocument  = `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ? WHERE id = ?`
+)
+
 type scanner interface{ Scan(dest ...any) error }
 
 func scanDocument(row scanner) (store.Document, error) {
@@ -68,8 +75,8 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 		return doc, false, fmt.Errorf("%w: normalized: %v", store.ErrInvalid, err)
 	}
 	created := false
-	err = s.write(ctx, "put document", func(tx *sql.Tx) error {
-		existing, err := queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE id = ?`, doc.ID)
+	err = s.write(ctx, "put document", func(tx txn) error {
+		existing, err := queryDocuments(ctx, tx, sqlDocumentByID, doc.ID)
 		if err != nil {
 			return err
 		}
@@ -122,10 +129,9 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 		return nil, err
 	}
 	var out []store.Document
-	err := s.write(ctx, "claim documents", func(tx *sql.Tx) error {
+	err := s.write(ctx, "claim documents", func(tx txn) error {
 		var err error
-		out, err = queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE state = ? AND run_after <= ? ORDER BY run_after, observed_at LIMIT ?`,
-			store.DocNew, micros(c.Now), c.Limit)
+		out, err = queryDocuments(ctx, tx, sqlClaimDocuments, store.DocNew, micros(c.Now), c.Limit)
 		if err != nil {
 			return err
 		}
@@ -133,8 +139,7 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 			d := &out[i]
 			d.State, d.LeaseOwner, d.LeaseUntil, d.UpdatedAt = store.DocIndexing, c.Owner, c.LeaseUntil, c.Now
 			d.Attempts++
-			if _, err := tx.ExecContext(ctx, `UPDATE documents SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`,
-				d.State, d.LeaseOwner, micros(d.LeaseUntil), d.Attempts, micros(c.Now), d.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, sqlClaimDocumentUpdate, d.State, d.LeaseOwner, micros(d.LeaseUntil), d.Attempts, micros(c.Now), d.ID); err != nil {
 				return err
 			}
 			if _, err := appendEvent(ctx, tx, store.DocumentStateEvent(*d, store.DocNew, c.Owner, "claim", c.Now)); err != nil {
@@ -154,7 +159,7 @@ func (s *Store) ExtendDocumentLeases(ctx context.Context, owner string, ids []st
 // TransitionDocuments implements store.Documents.
 func (s *Store) TransitionDocuments(ctx context.Context, ts []store.DocumentTransition) error {
 	var skipped []error
-	err := s.write(ctx, "transition documents", func(tx *sql.Tx) error {
+	err := s.write(ctx, "transition documents", func(tx txn) error {
 		skipped = skipped[:0]
 		now := time.Now()
 		for _, t := range ts {
@@ -175,8 +180,8 @@ func (s *Store) TransitionDocuments(ctx context.Context, ts []store.DocumentTran
 	return errors.Join(skipped...)
 }
 
-func transitionDocument(ctx context.Context, tx *sql.Tx, t store.DocumentTransition, now time.Time) error {
-	ds, err := queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE id = ?`, t.ID)
+func transitionDocument(ctx context.Context, tx txn, t store.DocumentTransition, now time.Time) error {
+	ds, err := queryDocuments(ctx, tx, sqlDocumentByID, t.ID)
 	if err != nil {
 		return err
 	}
@@ -187,8 +192,7 @@ func transitionDocument(ctx context.Context, tx *sql.Tx, t store.DocumentTransit
 		return err
 	}
 	d := store.ApplyDocumentTransition(ds[0], t, now)
-	if _, err := tx.ExecContext(ctx, `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ? WHERE id = ?`,
-		d.State, micros(d.RunAfter), d.Attempts, errorCol(d.Error), micros(now), d.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlTransitionDocument, d.State, micros(d.RunAfter), d.Attempts, errorCol(d.Error), micros(now), d.ID); err != nil {
 		return err
 	}
 	_, err = appendEvent(ctx, tx, store.DocumentStateEvent(d, t.From, t.Owner, t.Reason, now))
@@ -198,7 +202,7 @@ func transitionDocument(ctx context.Context, tx *sql.Tx, t store.DocumentTransit
 // RescueDocuments implements store.Documents.
 func (s *Store) RescueDocuments(ctx context.Context, now time.Time) (int, error) {
 	n := 0
-	err := s.write(ctx, "rescue documents", func(tx *sql.Tx) error {
+	err := s.write(ctx, "rescue documents", func(tx txn) error {
 		ds, err := queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE lease_until > 0 AND lease_until < ? AND state = ?`,
 			micros(now), store.DocIndexing)
 		if err != nil {
@@ -221,7 +225,7 @@ func (s *Store) extendLeases(ctx context.Context, table string, running []string
 		return 0, nil
 	}
 	var n int64
-	err := s.write(ctx, "extend leases", func(tx *sql.Tx) error {
+	err := s.write(ctx, "extend leases", func(tx txn) error {
 		args := append([]any{micros(until), owner}, anys(running)...)
 		args = append(args, anys(ids)...)
 		res, err := tx.ExecContext(ctx, `UPDATE `+table+` SET lease_until = ? WHERE lease_owner = ? AND state IN (`+placeholders(len(running))+`) AND id IN (`+placeholders(len(ids))+`)`, args...)

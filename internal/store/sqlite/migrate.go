@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 )
 
@@ -126,7 +125,7 @@ var SchemaVersion = len(migrations)
 // migrate applies pending migrations in one write transaction, which also
 // proves at start-up that the file is a database and writable.
 func (s *Store) migrate(ctx context.Context) error {
-	return s.write(ctx, "migrate", func(tx *sql.Tx) error {
+	return s.write(ctx, "migrate", func(tx txn) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return err

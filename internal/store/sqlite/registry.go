@@ -23,7 +23,7 @@ func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
 	if err != nil {
 		return fmt.Errorf("%w: task memory: %v", store.ErrInvalid, err)
 	}
-	return s.write(ctx, "save task memory", func(tx *sql.Tx) error {
+	return s.write(ctx, "save task memory", func(tx txn) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO task_memory (task_id, client, data, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (task_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at WHERE task_memory.client = excluded.client`,
 			m.TaskID, m.Client, string(data), micros(now))
@@ -58,7 +58,7 @@ func (s *Store) GetTaskMemory(ctx context.Context, client, taskID string) (store
 
 // DeleteTaskMemory implements store.Memories.
 func (s *Store) DeleteTaskMemory(ctx context.Context, client, taskID string) error {
-	return s.write(ctx, "delete task memory", func(tx *sql.Tx) error {
+	return s.write(ctx, "delete task memory", func(tx txn) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM task_memory WHERE client = ? AND task_id = ?`, client, taskID)
 		return err
 	})
@@ -76,7 +76,7 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (store.Event, er
 		e.At = time.Now()
 	}
 	e.At = fromMicros(micros(e.At))
-	err := s.write(ctx, "append event", func(tx *sql.Tx) error {
+	err := s.write(ctx, "append event", func(tx txn) error {
 		var err error
 		e.Seq, err = appendEvent(ctx, tx, e)
 		return err
@@ -141,7 +141,7 @@ func (s *Store) RecordAlias(ctx context.Context, client, alias, canonical string
 	if client == "" || alias == "" || canonical == "" {
 		return fmt.Errorf("%w: alias: client, alias and canonical are required", store.ErrInvalid)
 	}
-	return s.write(ctx, "record alias", func(tx *sql.Tx) error {
+	return s.write(ctx, "record alias", func(tx txn) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO aliases (client, alias, canonical, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (client, alias) DO UPDATE SET canonical = excluded.canonical, updated_at = excluded.updated_at`,
 			client, alias, canonical, micros(time.Now()))
@@ -167,7 +167,7 @@ func (s *Store) CommitCursor(ctx context.Context, key, value string) error {
 	if key == "" {
 		return fmt.Errorf("%w: cursor: key is required", store.ErrInvalid)
 	}
-	return s.write(ctx, "commit cursor", func(tx *sql.Tx) error {
+	return s.write(ctx, "commit cursor", func(tx txn) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO cursors (key, value, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, micros(time.Now()))
 		return err
@@ -183,7 +183,7 @@ func (s *Store) PutClient(ctx context.Context, c store.Client) (bool, error) {
 		c.CreatedAt = time.Now()
 	}
 	var created bool
-	err := s.write(ctx, "put client", func(tx *sql.Tx) error {
+	err := s.write(ctx, "put client", func(tx txn) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO clients (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 			c.ID, c.Name, micros(c.CreatedAt))
 		if err != nil {
@@ -240,7 +240,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = time.Now()
 	}
-	return s.write(ctx, "create api key", func(tx *sql.Tx) error {
+	return s.write(ctx, "create api key", func(tx txn) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, client, role, name, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			k.ID, k.Client, k.Role, k.Name, k.Hash, micros(k.CreatedAt))
 		if isConstraint(err) {
@@ -288,7 +288,7 @@ func (s *Store) listKeys(ctx context.Context, tail string, args ...any) ([]store
 
 // RevokeAPIKey implements store.Clients.
 func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
-	return s.write(ctx, "revoke api key", func(tx *sql.Tx) error {
+	return s.write(ctx, "revoke api key", func(tx txn) error {
 		var revoked int64
 		err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM api_keys WHERE id = ?`, id).Scan(&revoked)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -14,6 +14,13 @@ import (
 const taskColumns = `id, kind, client, source_doc, payload, correlation_id, priority, state, attempts, max_attempts,
 	run_after, lease_owner, lease_until, last_error, budget, usage, result, created_at, updated_at`
 
+const (
+	sqlClaimTasks      = `SELECT ` + taskColumns + ` FROM tasks WHERE stage = ? AND run_after <= ? ORDER BY priority DESC, run_after LIMIT ?`
+	sqlClaimTaskUpdate = `UPDATE tasks SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
+	sqlTaskByID        = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`
+	sqlTransitionTask  = `UPDATE tasks SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, last_error = ?, result = ?, usage = ?, updated_at = ? WHERE id = ?`
+)
+
 func scanTask(row scanner) (store.Task, error) {
 	var (
 		t                                      store.Task
@@ -81,7 +88,7 @@ func (s *Store) EnqueueTasks(ctx context.Context, tasks ...store.Task) (int, err
 		}
 	}
 	inserted := 0
-	err := s.write(ctx, "enqueue tasks", func(tx *sql.Tx) error {
+	err := s.write(ctx, "enqueue tasks", func(tx txn) error {
 		inserted = 0
 		for _, t := range prepared {
 			budget, err := jsonCol(t.Budget)
@@ -133,10 +140,9 @@ func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim
 		return nil, fmt.Errorf("%w: stage %q", store.ErrInvalid, stage)
 	}
 	var out []store.Task
-	err := s.write(ctx, "claim tasks", func(tx *sql.Tx) error {
+	err := s.write(ctx, "claim tasks", func(tx txn) error {
 		var err error
-		out, err = queryTasks(ctx, tx, `SELECT `+taskColumns+` FROM tasks WHERE stage = ? AND run_after <= ? ORDER BY priority DESC, run_after LIMIT ?`,
-			stage, micros(c.Now), c.Limit)
+		out, err = queryTasks(ctx, tx, sqlClaimTasks, stage, micros(c.Now), c.Limit)
 		if err != nil {
 			return err
 		}
@@ -146,8 +152,7 @@ func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim
 			from := t.State
 			t.State, t.LeaseOwner, t.LeaseUntil, t.UpdatedAt = running, c.Owner, c.LeaseUntil, c.Now
 			t.Attempts++
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`,
-				t.State, t.LeaseOwner, micros(t.LeaseUntil), t.Attempts, micros(c.Now), t.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, sqlClaimTaskUpdate, t.State, t.LeaseOwner, micros(t.LeaseUntil), t.Attempts, micros(c.Now), t.ID); err != nil {
 				return err
 			}
 			if _, err := appendEvent(ctx, tx, store.TaskStateEvent(*t, from, c.Owner, "claim", c.Now)); err != nil {
@@ -167,7 +172,7 @@ func (s *Store) ExtendTaskLeases(ctx context.Context, owner string, ids []string
 // TransitionTasks implements store.Tasks.
 func (s *Store) TransitionTasks(ctx context.Context, ts []store.TaskTransition) error {
 	var skipped []error
-	err := s.write(ctx, "transition tasks", func(tx *sql.Tx) error {
+	err := s.write(ctx, "transition tasks", func(tx txn) error {
 		skipped = skipped[:0]
 		now := time.Now()
 		for _, t := range ts {
@@ -188,8 +193,8 @@ func (s *Store) TransitionTasks(ctx context.Context, ts []store.TaskTransition) 
 	return errors.Join(skipped...)
 }
 
-func transitionTask(ctx context.Context, tx *sql.Tx, t store.TaskTransition, now time.Time) error {
-	ts, err := queryTasks(ctx, tx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, t.ID)
+func transitionTask(ctx context.Context, tx txn, t store.TaskTransition, now time.Time) error {
+	ts, err := queryTasks(ctx, tx, sqlTaskByID, t.ID)
 	if err != nil {
 		return err
 	}
@@ -204,8 +209,7 @@ func transitionTask(ctx context.Context, tx *sql.Tx, t store.TaskTransition, now
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, last_error = ?, result = ?, usage = ?, updated_at = ? WHERE id = ?`,
-		cur.State, micros(cur.RunAfter), cur.Attempts, errorCol(cur.LastError), []byte(cur.Result), usage, micros(now), cur.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlTransitionTask, cur.State, micros(cur.RunAfter), cur.Attempts, errorCol(cur.LastError), []byte(cur.Result), usage, micros(now), cur.ID); err != nil {
 		return err
 	}
 	_, err = appendEvent(ctx, tx, store.TaskStateEvent(cur, t.From, t.Owner, t.Reason, now))
@@ -218,7 +222,7 @@ func (s *Store) RescueTasks(ctx context.Context, stage store.Stage, now time.Tim
 		return 0, fmt.Errorf("%w: stage %q", store.ErrInvalid, stage)
 	}
 	n := 0
-	err := s.write(ctx, "rescue tasks", func(tx *sql.Tx) error {
+	err := s.write(ctx, "rescue tasks", func(tx txn) error {
 		ts, err := queryTasks(ctx, tx, `SELECT `+taskColumns+` FROM tasks WHERE lease_until > 0 AND lease_until < ? AND state = ?`,
 			micros(now), stage.Running())
 		if err != nil {
