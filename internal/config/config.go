@@ -1,0 +1,336 @@
+// Package config loads Jervis's configuration: defaults, then one YAML file,
+// then JERVIS_* environment variables; cmd/jervis applies flags last and
+// calls Validate. Unknown keys, unknown JERVIS_* variables and values of the
+// wrong type are errors that name the key.
+//
+// Every key of the file has an environment variable: JERVIS_ followed by its
+// path in upper case with '.' as '_', e.g. log.level → JERVIS_LOG_LEVEL and
+// store.sqlite.busy_timeout → JERVIS_STORE_SQLITE_BUSY_TIMEOUT. Lists are
+// comma-separated there (JERVIS_ROLES=api,indexers).
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Roles are the parts of the pipeline one process can run.
+var Roles = []string{"pollers", "indexers", "qualifier", "executor", "api"}
+
+// Config is the whole configuration.
+type Config struct {
+	// DataDir holds the embedded stores.
+	DataDir string `yaml:"data_dir"`
+	// Listen is the HTTP address of the API, health and metrics.
+	Listen string `yaml:"listen"`
+	// Roles this process runs; all by default.
+	Roles []string `yaml:"roles"`
+	// ShutdownTimeout is how long in-flight work may finish after SIGINT or
+	// SIGTERM before it is cancelled and handed back.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	Log             Log           `yaml:"log"`
+	Store           Store         `yaml:"store"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // text or json
+}
+
+// Store selects and configures the pipeline-state backend.
+type Store struct {
+	Backend string `yaml:"backend"` // sqlite
+	SQLite  SQLite `yaml:"sqlite"`
+}
+
+// SQLite configures the embedded store.
+type SQLite struct {
+	// Path of the database file; default <data_dir>/jervis.db.
+	Path string `yaml:"path"`
+	// BusyTimeout is how long a write waits for another process's lock.
+	BusyTimeout time.Duration `yaml:"busy_timeout"`
+}
+
+// Default returns the configuration used when nothing is set.
+func Default() Config {
+	return Config{
+		DataDir:         "./data",
+		Listen:          "127.0.0.1:8080",
+		Roles:           slices.Clone(Roles),
+		ShutdownTimeout: 10 * time.Second,
+		Log:             Log{Level: "info", Format: "text"},
+		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
+	}
+}
+
+// SQLitePath returns the database file: store.sqlite.path, or jervis.db in
+// the data directory.
+func (c Config) SQLitePath() string {
+	if c.Store.SQLite.Path != "" {
+		return c.Store.SQLite.Path
+	}
+	return filepath.Join(c.DataDir, "jervis.db")
+}
+
+// HasRole reports whether the process runs role.
+func (c Config) HasRole(role string) bool { return slices.Contains(c.Roles, role) }
+
+// Load returns the defaults overlaid with the file at path (when not empty)
+// and the JERVIS_* variables of environ (os.Environ() form).
+func Load(path string, environ []string) (Config, error) {
+	c := Default()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("config: %w", err)
+		}
+		var root yaml.Node
+		if err := yaml.Unmarshal(b, &root); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+		if len(root.Content) > 0 {
+			if err := decode(root.Content[0], reflect.ValueOf(&c).Elem(), ""); err != nil {
+				return c, fmt.Errorf("config %s: %w", path, err)
+			}
+		}
+	}
+	if err := applyEnv(&c, environ); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// decode sets v from node, naming the key path in every error.
+func decode(node *yaml.Node, v reflect.Value, path string) error {
+	if node.Kind == yaml.AliasNode {
+		node = node.Alias
+	}
+	if v.Kind() == reflect.Struct && v.Type() != reflect.TypeFor[time.Duration]() {
+		if node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
+			return nil
+		}
+		if node.Kind != yaml.MappingNode {
+			return fmt.Errorf("line %d: %s: want a mapping of keys, got %s", node.Line, orRoot(path), kind(node))
+		}
+		fields := yamlFields(v.Type())
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			key, val := node.Content[i], node.Content[i+1]
+			idx, ok := fields[key.Value]
+			if !ok {
+				return fmt.Errorf("line %d: unknown key %q (known keys%s: %s)", key.Line, join(path, key.Value), inPath(path), strings.Join(sortedKeys(fields), ", "))
+			}
+			if err := decode(val, v.Field(idx), join(path, key.Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if v.Kind() == reflect.Slice {
+		if node.Kind != yaml.SequenceNode {
+			return fmt.Errorf("line %d: %s: want a list, got %s", node.Line, path, kind(node))
+		}
+		out := reflect.MakeSlice(v.Type(), len(node.Content), len(node.Content))
+		for i, item := range node.Content {
+			if err := decode(item, out.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		v.Set(out)
+		return nil
+	}
+	if node.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: %s: want a single value, got %s", node.Line, path, kind(node))
+	}
+	if err := setScalar(v, node.Value); err != nil {
+		return fmt.Errorf("line %d: %s: %w", node.Line, path, err)
+	}
+	return nil
+}
+
+// setScalar parses s into v by v's type.
+func setScalar(v reflect.Value, s string) error {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Duration]():
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (examples: 500ms, 30s, 5m)", s)
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	case v.Kind() == reflect.Int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", s)
+		}
+		v.SetInt(int64(n))
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", s)
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", s)
+		}
+		v.SetFloat(f)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
+		var items []string
+		for _, it := range strings.Split(s, ",") {
+			if it = strings.TrimSpace(it); it != "" {
+				items = append(items, it)
+			}
+		}
+		v.Set(reflect.ValueOf(items))
+	default:
+		return fmt.Errorf("unsupported setting type %s", v.Type())
+	}
+	return nil
+}
+
+// EnvVars maps every JERVIS_* variable to its key path.
+func EnvVars() map[string]string {
+	out := map[string]string{}
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			p := join(path, f.Tag.Get("yaml"))
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Duration]() {
+				walk(f.Type, p)
+				continue
+			}
+			out[envName(p)] = p
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	return out
+}
+
+func envName(path string) string {
+	return "JERVIS_" + strings.ToUpper(strings.NewReplacer(".", "_").Replace(path))
+}
+
+func applyEnv(c *Config, environ []string) error {
+	known := EnvVars()
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "JERVIS_") {
+			continue
+		}
+		path, ok := known[name]
+		if !ok {
+			return fmt.Errorf("config: environment variable %s is not a setting (known: %s)", name, strings.Join(sortedKeys(known), ", "))
+		}
+		if err := setScalar(field(reflect.ValueOf(c).Elem(), path), value); err != nil {
+			return fmt.Errorf("config: %s (%s): %w", name, path, err)
+		}
+	}
+	return nil
+}
+
+// field returns the field at a dotted key path.
+func field(v reflect.Value, path string) reflect.Value {
+	for _, part := range strings.Split(path, ".") {
+		v = v.Field(yamlFields(v.Type())[part])
+	}
+	return v
+}
+
+// Validate reports the first setting that cannot work, naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		bad("data_dir", "must not be empty")
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%q is not host:port (%v)", c.Listen, err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		bad("listen", "port %q is not 0-65535", port)
+	}
+	if len(c.Roles) == 0 {
+		bad("roles", "must name at least one of %s", strings.Join(Roles, ", "))
+	}
+	for _, r := range c.Roles {
+		if !slices.Contains(Roles, r) {
+			bad("roles", "%q is not one of %s", r, strings.Join(Roles, ", "))
+		}
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown_timeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "%q is not text or json", c.Log.Format)
+	}
+	if c.Store.Backend != "sqlite" {
+		bad("store.backend", "%q is not available; this build has: sqlite", c.Store.Backend)
+	}
+	if c.Store.SQLite.BusyTimeout <= 0 {
+		bad("store.sqlite.busy_timeout", "must be positive, got %s", c.Store.SQLite.BusyTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+func yamlFields(t reflect.Type) map[string]int {
+	out := map[string]int{}
+	for i := range t.NumField() {
+		out[t.Field(i).Tag.Get("yaml")] = i
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func orRoot(path string) string { return cmp.Or(path, "the document") }
+
+func inPath(path string) string {
+	if path == "" {
+		return ""
+	}
+	return " under " + path
+}
+
+func kind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return fmt.Sprintf("%q", n.Value)
+	}
+}

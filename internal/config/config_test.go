@@ -1,0 +1,130 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/config"
+)
+
+func TestExampleFileIsTheDefaults(t *testing.T) {
+	t.Parallel()
+	got, err := config.Load("../../deploy/jervis.example.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := config.Default(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("deploy/jervis.example.yaml differs from the defaults:\n got %+v\nwant %+v", got, want)
+	}
+	if err := got.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExampleFileDocumentsEveryEnvVar(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../deploy/jervis.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range config.EnvVars() {
+		last := path[strings.LastIndex(path, ".")+1:]
+		if !strings.Contains(string(b), last+":") {
+			t.Errorf("the example file does not show %s (%s)", path, name)
+		}
+	}
+}
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "jervis.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadOverlaysFileThenEnv(t *testing.T) {
+	t.Parallel()
+	p := write(t, "data_dir: /var/lib/jervis\nroles: [api, indexers]\nlog:\n  level: debug\nstore:\n  sqlite:\n    busy_timeout: 2s\n")
+	c, err := config.Load(p, []string{"JERVIS_LOG_LEVEL=warn", "JERVIS_ROLES=api, qualifier", "PATH=/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/var/lib/jervis" || c.Log.Level != "warn" || c.Log.Format != "text" ||
+		!reflect.DeepEqual(c.Roles, []string{"api", "qualifier"}) || c.Store.SQLite.BusyTimeout != 2*time.Second {
+		t.Fatalf("got %+v", c)
+	}
+	if c.SQLitePath() != filepath.Join("/var/lib/jervis", "jervis.db") {
+		t.Fatalf("sqlite path %s", c.SQLitePath())
+	}
+}
+
+func TestErrorsNameTheKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, file string
+		env        []string
+		want       []string
+	}{
+		{"unknown key", "log:\n  levle: debug\n", nil, []string{"line 2", `"log.levle"`, "level"}},
+		{"unknown top key", "listne: 1\n", nil, []string{"line 1", `"listne"`, "listen"}},
+		{"wrong type duration", "shutdown_timeout: soon\n", nil, []string{"line 1", "shutdown_timeout", `"soon" is not a duration`}},
+		{"wrong shape", "log: loud\n", nil, []string{"log", "mapping"}},
+		{"list expected", "roles: api\n", nil, []string{"roles", "want a list"}},
+		{"unknown env", "", []string{"JERVIS_LISTNE=x"}, []string{"JERVIS_LISTNE", "not a setting"}},
+		{"bad env value", "", []string{"JERVIS_STORE_SQLITE_BUSY_TIMEOUT=5"}, []string{"JERVIS_STORE_SQLITE_BUSY_TIMEOUT", "store.sqlite.busy_timeout", "not a duration"}},
+		{"yaml syntax", "log: [\n", nil, []string{"jervis.yaml", "yaml"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := ""
+			if tc.file != "" {
+				path = write(t, tc.file)
+			}
+			_, err := config.Load(path, tc.env)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateNamesTheKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mutate func(*config.Config)
+		want   string
+	}{
+		{func(c *config.Config) { c.Log.Level = "loud" }, "log.level"},
+		{func(c *config.Config) { c.Log.Format = "xml" }, "log.format"},
+		{func(c *config.Config) { c.Listen = "8080" }, "listen"},
+		{func(c *config.Config) { c.Roles = []string{"api", "gpu"} }, `roles: "gpu"`},
+		{func(c *config.Config) { c.Roles = nil }, "roles"},
+		{func(c *config.Config) { c.Store.Backend = "mongo" }, "store.backend"},
+		{func(c *config.Config) { c.ShutdownTimeout = 0 }, "shutdown_timeout"},
+		{func(c *config.Config) { c.DataDir = " " }, "data_dir"},
+	} {
+		c := config.Default()
+		tc.mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want it to name %q", err, tc.want)
+		}
+	}
+}
+
+func TestMissingFileIsAnError(t *testing.T) {
+	t.Parallel()
+	if _, err := config.Load(filepath.Join(t.TempDir(), "nope.yaml"), nil); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("err = %v", err)
+	}
+}
