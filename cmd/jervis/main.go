@@ -1,0 +1,134 @@
+// Command jervis is the one Jervis binary: serve runs the pipeline roles and
+// the HTTP server; status reads queue depths from the store; version prints
+// the build. It only wires packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jervis-dev/jervis/internal/config"
+	"github.com/jervis-dev/jervis/internal/store/sqlite"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
+}
+
+// run executes one command line and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
+	a := &app{stdout: stdout, stderr: stderr, environ: environ}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "jervis:", err)
+		return 1
+	}
+	return 0
+}
+
+// app holds what every command shares: the flags, the loaded config, the
+// logger.
+type app struct {
+	stdout, stderr io.Writer
+	environ        []string
+
+	configPath, dataDir, logLevel, logFormat string
+
+	cfg config.Config
+	log *slog.Logger
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "jervis",
+		Short:         "Jervis turns a team's email, Jira, Confluence and Git into a searchable knowledge graph",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.load(cmd)
+		},
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&a.configPath, "config", "", "YAML configuration file (see deploy/jervis.example.yaml)")
+	f.StringVar(&a.dataDir, "data", "", `directory of the embedded stores (default "./data")`)
+	f.StringVar(&a.logLevel, "log-level", "", `debug, info, warn or error (default "info")`)
+	f.StringVar(&a.logFormat, "log-format", "", `text or json (default "text")`)
+	root.AddCommand(a.serveCommand(), a.statusCommand(), a.versionCommand())
+	return root
+}
+
+// load builds the configuration (defaults < file < environment < flags),
+// validates it and sets up logging.
+func (a *app) load(cmd *cobra.Command) error {
+	cfg, err := config.Load(a.configPath, a.environ)
+	if err != nil {
+		return err
+	}
+	flags := cmd.Flags()
+	set := func(name string, dst *string, v string) {
+		if flags.Changed(name) {
+			*dst = v
+		}
+	}
+	set("data", &cfg.DataDir, a.dataDir)
+	set("log-level", &cfg.Log.Level, a.logLevel)
+	set("log-format", &cfg.Log.Format, a.logFormat)
+	applyCommandFlags(cmd, &cfg)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	a.cfg = cfg
+	a.log = newLogger(a.stderr, cfg.Log)
+	return nil
+}
+
+// applyCommandFlags applies the flags that only some commands have.
+func applyCommandFlags(cmd *cobra.Command, cfg *config.Config) {
+	flags := cmd.Flags()
+	if flags.Lookup("listen") != nil && flags.Changed("listen") {
+		cfg.Listen, _ = flags.GetString("listen")
+	}
+	if flags.Lookup("roles") != nil && flags.Changed("roles") {
+		roles, _ := flags.GetStringSlice("roles")
+		cfg.Roles = nil
+		for _, r := range roles {
+			if r = strings.TrimSpace(r); r != "" {
+				cfg.Roles = append(cfg.Roles, r)
+			}
+		}
+	}
+}
+
+func newLogger(w io.Writer, c config.Log) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// openStore opens the configured pipeline store. With mustExist it refuses
+// to create a database (read-only commands on a fresh directory).
+func (a *app) openStore(ctx context.Context, mustExist bool) (*sqlite.Store, error) {
+	path := a.cfg.SQLitePath()
+	if mustExist {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			abs, _ := filepath.Abs(path)
+			return nil, fmt.Errorf("no database at %s: nothing has run with this --data directory yet (start `jervis serve --data %s`)", abs, a.cfg.DataDir)
+		}
+	}
+	return sqlite.Open(ctx, sqlite.Options{Path: path, BusyTimeout: a.cfg.Store.SQLite.BusyTimeout})
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+func (a *app) statusCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Print queue depths per state, per source and per client, read from the store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := a.openStore(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			stats, err := st.Stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(stats)
+			}
+			return printStats(a.stdout, stats)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object: {"documents":{"NEW":0,...},"tasks":{"DONE":0,...},...}`)
+	return cmd
+}
+
+// printStats writes stats as aligned tables, states in pipeline order.
+func printStats(w io.Writer, s store.Stats) error {
+	docStates := states(store.DocumentStates)
+	taskStates := states(store.TaskStates)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	table(tw, "DOCUMENTS", docStates, map[string]store.Counts{"all": s.Documents}, s.DocumentsBySource, s.DocumentsByClient)
+	fmt.Fprintln(tw)
+	table(tw, "TASKS", taskStates, map[string]store.Counts{"all": s.Tasks}, s.TasksByKind, s.TasksByClient)
+	return tw.Flush()
+}
+
+func table(w io.Writer, title string, cols []string, groups ...map[string]store.Counts) {
+	fmt.Fprintf(w, "%s\t%s\n", title, strings.Join(cols, "\t"))
+	for _, g := range groups {
+		keys := make([]string, 0, len(g))
+		for k := range g {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			row := make([]string, len(cols))
+			for i, c := range cols {
+				row[i] = fmt.Sprint(g[k][c])
+			}
+			fmt.Fprintf(w, "%s\t%s\n", k, strings.Join(row, "\t"))
+		}
+	}
+}
+
+func states[S ~string](xs []S) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = string(x)
+	}
+	return out
+}
