@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -39,7 +40,7 @@ func scanDocument(row scanner) (store.Document, error) {
 	if err := json.Unmarshal([]byte(normalized), &d.Normalized); err != nil {
 		return d, fmt.Errorf("document %s: decode normalized: %w", d.ID, err)
 	}
-	d.ObservedAt, d.LeaseUntil, d.RunAfter, d.UpdatedAt = fromMicros(observed), fromMicros(leaseUntil), fromMicros(runAfter), fromMicros(updated)
+	d.ObservedAt, d.LeaseUntil, d.RunAfter, d.UpdatedAt = sqlitedb.Time(observed), sqlitedb.Time(leaseUntil), sqlitedb.Time(runAfter), sqlitedb.Time(updated)
 	d.Error, err = scanError(errCol)
 	return d, err
 }
@@ -75,7 +76,7 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 		return doc, false, fmt.Errorf("%w: normalized: %v", store.ErrInvalid, err)
 	}
 	created := false
-	err = s.write(ctx, "put document", func(tx txn) error {
+	err = s.db.Write(ctx, "put document", func(tx sqlitedb.Tx) error {
 		existing, err := queryDocuments(ctx, tx, sqlDocumentByID, doc.ID)
 		if err != nil {
 			return err
@@ -90,7 +91,7 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO documents (`+docColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			doc.ID, doc.Client, doc.SourceType, doc.Connection, doc.ExternalID, doc.Version, doc.ContentHash, doc.Raw,
-			string(normalized), micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, micros(now)); err != nil {
+			string(normalized), sqlitedb.Micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, sqlitedb.Micros(now)); err != nil {
 			return err
 		}
 		data, _ := json.Marshal(map[string]any{"sourceType": doc.SourceType, "externalId": doc.ExternalID, "version": doc.Version, "connection": doc.Connection})
@@ -103,9 +104,9 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 
 // GetDocument implements store.Documents.
 func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Document, error) {
-	ds, err := queryDocuments(ctx, s.r, `SELECT `+docColumns+` FROM documents WHERE client = ? AND id = ?`, client, id)
+	ds, err := queryDocuments(ctx, s.db.R, `SELECT `+docColumns+` FROM documents WHERE client = ? AND id = ?`, client, id)
 	if err != nil {
-		return store.Document{}, s.explain("get document", err)
+		return store.Document{}, s.db.Explain("get document", err)
 	}
 	if len(ds) == 0 {
 		return store.Document{}, fmt.Errorf("document %s: %w", id, store.ErrNotFound)
@@ -115,10 +116,10 @@ func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Docum
 
 // ListDocumentVersions implements store.Documents.
 func (s *Store) ListDocumentVersions(ctx context.Context, client string, source store.SourceType, externalID string) ([]store.Document, error) {
-	ds, err := queryDocuments(ctx, s.r, `SELECT `+docColumns+` FROM documents WHERE client = ? AND source_type = ? AND external_id = ? ORDER BY version`,
+	ds, err := queryDocuments(ctx, s.db.R, `SELECT `+docColumns+` FROM documents WHERE client = ? AND source_type = ? AND external_id = ? ORDER BY version`,
 		client, source, externalID)
 	if err != nil {
-		return nil, s.explain("list document versions", err)
+		return nil, s.db.Explain("list document versions", err)
 	}
 	return ds, nil
 }
@@ -129,9 +130,9 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 		return nil, err
 	}
 	var out []store.Document
-	err := s.write(ctx, "claim documents", func(tx txn) error {
+	err := s.db.Write(ctx, "claim documents", func(tx sqlitedb.Tx) error {
 		var err error
-		out, err = queryDocuments(ctx, tx, sqlClaimDocuments, store.DocNew, micros(c.Now), c.Limit)
+		out, err = queryDocuments(ctx, tx, sqlClaimDocuments, store.DocNew, sqlitedb.Micros(c.Now), c.Limit)
 		if err != nil {
 			return err
 		}
@@ -139,7 +140,7 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 			d := &out[i]
 			d.State, d.LeaseOwner, d.LeaseUntil, d.UpdatedAt = store.DocIndexing, c.Owner, c.LeaseUntil, c.Now
 			d.Attempts++
-			if _, err := tx.ExecContext(ctx, sqlClaimDocumentUpdate, d.State, d.LeaseOwner, micros(d.LeaseUntil), d.Attempts, micros(c.Now), d.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, sqlClaimDocumentUpdate, d.State, d.LeaseOwner, sqlitedb.Micros(d.LeaseUntil), d.Attempts, sqlitedb.Micros(c.Now), d.ID); err != nil {
 				return err
 			}
 			if _, err := appendEvent(ctx, tx, store.DocumentStateEvent(*d, store.DocNew, c.Owner, "claim", c.Now)); err != nil {
@@ -159,7 +160,7 @@ func (s *Store) ExtendDocumentLeases(ctx context.Context, owner string, ids []st
 // TransitionDocuments implements store.Documents.
 func (s *Store) TransitionDocuments(ctx context.Context, ts []store.DocumentTransition) error {
 	var skipped []error
-	err := s.write(ctx, "transition documents", func(tx txn) error {
+	err := s.db.Write(ctx, "transition documents", func(tx sqlitedb.Tx) error {
 		skipped = skipped[:0]
 		now := time.Now()
 		for _, t := range ts {
@@ -180,7 +181,7 @@ func (s *Store) TransitionDocuments(ctx context.Context, ts []store.DocumentTran
 	return errors.Join(skipped...)
 }
 
-func transitionDocument(ctx context.Context, tx txn, t store.DocumentTransition, now time.Time) error {
+func transitionDocument(ctx context.Context, tx sqlitedb.Tx, t store.DocumentTransition, now time.Time) error {
 	ds, err := queryDocuments(ctx, tx, sqlDocumentByID, t.ID)
 	if err != nil {
 		return err
@@ -192,7 +193,7 @@ func transitionDocument(ctx context.Context, tx txn, t store.DocumentTransition,
 		return err
 	}
 	d := store.ApplyDocumentTransition(ds[0], t, now)
-	if _, err := tx.ExecContext(ctx, sqlTransitionDocument, d.State, micros(d.RunAfter), d.Attempts, errorCol(d.Error), micros(now), d.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlTransitionDocument, d.State, sqlitedb.Micros(d.RunAfter), d.Attempts, errorCol(d.Error), sqlitedb.Micros(now), d.ID); err != nil {
 		return err
 	}
 	_, err = appendEvent(ctx, tx, store.DocumentStateEvent(d, t.From, t.Owner, t.Reason, now))
@@ -202,9 +203,9 @@ func transitionDocument(ctx context.Context, tx txn, t store.DocumentTransition,
 // RescueDocuments implements store.Documents.
 func (s *Store) RescueDocuments(ctx context.Context, now time.Time) (int, error) {
 	n := 0
-	err := s.write(ctx, "rescue documents", func(tx txn) error {
+	err := s.db.Write(ctx, "rescue documents", func(tx sqlitedb.Tx) error {
 		ds, err := queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE lease_until > 0 AND lease_until < ? AND state = ?`,
-			micros(now), store.DocIndexing)
+			sqlitedb.Micros(now), store.DocIndexing)
 		if err != nil {
 			return err
 		}
@@ -225,10 +226,10 @@ func (s *Store) extendLeases(ctx context.Context, table string, running []string
 		return 0, nil
 	}
 	var n int64
-	err := s.write(ctx, "extend leases", func(tx txn) error {
-		args := append([]any{micros(until), owner}, anys(running)...)
-		args = append(args, anys(ids)...)
-		res, err := tx.ExecContext(ctx, `UPDATE `+table+` SET lease_until = ? WHERE lease_owner = ? AND state IN (`+placeholders(len(running))+`) AND id IN (`+placeholders(len(ids))+`)`, args...)
+	err := s.db.Write(ctx, "extend leases", func(tx sqlitedb.Tx) error {
+		args := append([]any{sqlitedb.Micros(until), owner}, sqlitedb.Args(running)...)
+		args = append(args, sqlitedb.Args(ids)...)
+		res, err := tx.ExecContext(ctx, `UPDATE `+table+` SET lease_until = ? WHERE lease_owner = ? AND state IN (`+sqlitedb.Placeholders(len(running))+`) AND id IN (`+sqlitedb.Placeholders(len(ids))+`)`, args...)
 		if err != nil {
 			return err
 		}

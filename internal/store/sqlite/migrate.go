@@ -1,17 +1,10 @@
 package sqlite
 
-import (
-	"context"
-	"fmt"
-)
-
 // migrations are applied in order; migration i brings the schema to version
 // i+1 (kept in PRAGMA user_version). Never edit one that has shipped: append.
 var migrations = []string{
 	// 1: the pipeline state of ARCHITECTURE §4.
 	`
-CREATE TABLE schema_info (version INTEGER NOT NULL, applied_at TEXT NOT NULL DEFAULT (datetime('now'))) STRICT;
-
 CREATE TABLE documents (
 	id           TEXT PRIMARY KEY,
 	client       TEXT NOT NULL,
@@ -117,33 +110,4 @@ CREATE TABLE api_keys (
 ) STRICT;
 CREATE INDEX api_keys_client ON api_keys (client);
 `,
-}
-
-// SchemaVersion is the schema version this binary writes.
-var SchemaVersion = len(migrations)
-
-// migrate applies pending migrations in one write transaction, which also
-// proves at start-up that the file is a database and writable.
-func (s *Store) migrate(ctx context.Context) error {
-	return s.write(ctx, "migrate", func(tx txn) error {
-		var v int
-		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-			return err
-		}
-		if v > len(migrations) {
-			return fmt.Errorf("schema version %d is newer than this binary supports (%d); run a newer jervis", v, len(migrations))
-		}
-		for i := v; i < len(migrations); i++ {
-			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-				return fmt.Errorf("migration %d: %w", i+1, err)
-			}
-			if _, err := tx.ExecContext(ctx, "INSERT INTO schema_info (version) VALUES (?)", i+1); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -23,10 +24,10 @@ func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
 	if err != nil {
 		return fmt.Errorf("%w: task memory: %v", store.ErrInvalid, err)
 	}
-	return s.write(ctx, "save task memory", func(tx txn) error {
+	return s.db.Write(ctx, "save task memory", func(tx sqlitedb.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO task_memory (task_id, client, data, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (task_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at WHERE task_memory.client = excluded.client`,
-			m.TaskID, m.Client, string(data), micros(now))
+			m.TaskID, m.Client, string(data), sqlitedb.Micros(now))
 		if err != nil {
 			return err
 		}
@@ -43,12 +44,12 @@ func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
 func (s *Store) GetTaskMemory(ctx context.Context, client, taskID string) (store.TaskMemory, error) {
 	var m store.TaskMemory
 	var data string
-	err := s.r.QueryRowContext(ctx, `SELECT data FROM task_memory WHERE client = ? AND task_id = ?`, client, taskID).Scan(&data)
+	err := s.db.R.QueryRowContext(ctx, `SELECT data FROM task_memory WHERE client = ? AND task_id = ?`, client, taskID).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, fmt.Errorf("task memory %s: %w", taskID, store.ErrNotFound)
 	}
 	if err != nil {
-		return m, s.explain("get task memory", err)
+		return m, s.db.Explain("get task memory", err)
 	}
 	if err := json.Unmarshal([]byte(data), &m); err != nil {
 		return m, fmt.Errorf("task memory %s: decode: %w", taskID, err)
@@ -58,7 +59,7 @@ func (s *Store) GetTaskMemory(ctx context.Context, client, taskID string) (store
 
 // DeleteTaskMemory implements store.Memories.
 func (s *Store) DeleteTaskMemory(ctx context.Context, client, taskID string) error {
-	return s.write(ctx, "delete task memory", func(tx txn) error {
+	return s.db.Write(ctx, "delete task memory", func(tx sqlitedb.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM task_memory WHERE client = ? AND task_id = ?`, client, taskID)
 		return err
 	})
@@ -75,8 +76,8 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (store.Event, er
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	e.At = fromMicros(micros(e.At))
-	err := s.write(ctx, "append event", func(tx txn) error {
+	e.At = sqlitedb.Time(sqlitedb.Micros(e.At))
+	err := s.db.Write(ctx, "append event", func(tx sqlitedb.Tx) error {
 		var err error
 		e.Seq, err = appendEvent(ctx, tx, e)
 		return err
@@ -100,10 +101,10 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 		limit = 1000
 	}
 	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, at, client, aggregate, aggregate_id, type, data FROM events WHERE `+
+	rows, err := s.db.R.QueryContext(ctx, `SELECT seq, at, client, aggregate, aggregate_id, type, data FROM events WHERE `+
 		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, args...)
 	if err != nil {
-		return nil, s.explain("list events", err)
+		return nil, s.db.Explain("list events", err)
 	}
 	defer rows.Close()
 	var out []store.Event
@@ -112,9 +113,9 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 		var at int64
 		var data sql.NullString
 		if err := rows.Scan(&e.Seq, &at, &e.Client, &e.Aggregate, &e.AggregateID, &e.Type, &data); err != nil {
-			return nil, s.explain("list events", err)
+			return nil, s.db.Explain("list events", err)
 		}
-		e.At = fromMicros(at)
+		e.At = sqlitedb.Time(at)
 		if data.Valid {
 			e.Data = json.RawMessage(data.String)
 		}
@@ -126,12 +127,12 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 // ResolveAlias implements store.Aliases.
 func (s *Store) ResolveAlias(ctx context.Context, client, alias string) (string, error) {
 	var canonical string
-	err := s.r.QueryRowContext(ctx, `SELECT canonical FROM aliases WHERE client = ? AND alias = ?`, client, alias).Scan(&canonical)
+	err := s.db.R.QueryRowContext(ctx, `SELECT canonical FROM aliases WHERE client = ? AND alias = ?`, client, alias).Scan(&canonical)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("alias %q: %w", alias, store.ErrNotFound)
 	}
 	if err != nil {
-		return "", s.explain("resolve alias", err)
+		return "", s.db.Explain("resolve alias", err)
 	}
 	return canonical, nil
 }
@@ -141,10 +142,10 @@ func (s *Store) RecordAlias(ctx context.Context, client, alias, canonical string
 	if client == "" || alias == "" || canonical == "" {
 		return fmt.Errorf("%w: alias: client, alias and canonical are required", store.ErrInvalid)
 	}
-	return s.write(ctx, "record alias", func(tx txn) error {
+	return s.db.Write(ctx, "record alias", func(tx sqlitedb.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO aliases (client, alias, canonical, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (client, alias) DO UPDATE SET canonical = excluded.canonical, updated_at = excluded.updated_at`,
-			client, alias, canonical, micros(time.Now()))
+			client, alias, canonical, sqlitedb.Micros(time.Now()))
 		return err
 	})
 }
@@ -152,12 +153,12 @@ func (s *Store) RecordAlias(ctx context.Context, client, alias, canonical string
 // GetCursor implements store.Cursors.
 func (s *Store) GetCursor(ctx context.Context, key string) (string, error) {
 	var v string
-	err := s.r.QueryRowContext(ctx, `SELECT value FROM cursors WHERE key = ?`, key).Scan(&v)
+	err := s.db.R.QueryRowContext(ctx, `SELECT value FROM cursors WHERE key = ?`, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("cursor %q: %w", key, store.ErrNotFound)
 	}
 	if err != nil {
-		return "", s.explain("get cursor", err)
+		return "", s.db.Explain("get cursor", err)
 	}
 	return v, nil
 }
@@ -167,9 +168,9 @@ func (s *Store) CommitCursor(ctx context.Context, key, value string) error {
 	if key == "" {
 		return fmt.Errorf("%w: cursor: key is required", store.ErrInvalid)
 	}
-	return s.write(ctx, "commit cursor", func(tx txn) error {
+	return s.db.Write(ctx, "commit cursor", func(tx sqlitedb.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO cursors (key, value, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, micros(time.Now()))
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, sqlitedb.Micros(time.Now()))
 		return err
 	})
 }
@@ -183,9 +184,9 @@ func (s *Store) PutClient(ctx context.Context, c store.Client) (bool, error) {
 		c.CreatedAt = time.Now()
 	}
 	var created bool
-	err := s.write(ctx, "put client", func(tx txn) error {
+	err := s.db.Write(ctx, "put client", func(tx sqlitedb.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO clients (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			c.ID, c.Name, micros(c.CreatedAt))
+			c.ID, c.Name, sqlitedb.Micros(c.CreatedAt))
 		if err != nil {
 			return err
 		}
@@ -214,9 +215,9 @@ func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
 }
 
 func (s *Store) listClients(ctx context.Context, tail string, args ...any) ([]store.Client, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, name, created_at FROM clients `+tail, args...)
+	rows, err := s.db.R.QueryContext(ctx, `SELECT id, name, created_at FROM clients `+tail, args...)
 	if err != nil {
-		return nil, s.explain("list clients", err)
+		return nil, s.db.Explain("list clients", err)
 	}
 	defer rows.Close()
 	var out []store.Client
@@ -224,9 +225,9 @@ func (s *Store) listClients(ctx context.Context, tail string, args ...any) ([]st
 		var c store.Client
 		var at int64
 		if err := rows.Scan(&c.ID, &c.Name, &at); err != nil {
-			return nil, s.explain("list clients", err)
+			return nil, s.db.Explain("list clients", err)
 		}
-		c.CreatedAt = fromMicros(at)
+		c.CreatedAt = sqlitedb.Time(at)
 		out = append(out, c)
 	}
 	return out, rows.Err()
@@ -240,10 +241,10 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = time.Now()
 	}
-	return s.write(ctx, "create api key", func(tx txn) error {
+	return s.db.Write(ctx, "create api key", func(tx sqlitedb.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, client, role, name, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			k.ID, k.Client, k.Role, k.Name, k.Hash, micros(k.CreatedAt))
-		if isConstraint(err) {
+			k.ID, k.Client, k.Role, k.Name, k.Hash, sqlitedb.Micros(k.CreatedAt))
+		if sqlitedb.IsConstraint(err) {
 			return fmt.Errorf("api key %s: %w", k.ID, store.ErrConflict)
 		}
 		return err
@@ -268,9 +269,9 @@ func (s *Store) ListAPIKeys(ctx context.Context, client string) ([]store.APIKey,
 }
 
 func (s *Store) listKeys(ctx context.Context, tail string, args ...any) ([]store.APIKey, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, client, role, name, hash, created_at, revoked_at FROM api_keys `+tail, args...)
+	rows, err := s.db.R.QueryContext(ctx, `SELECT id, client, role, name, hash, created_at, revoked_at FROM api_keys `+tail, args...)
 	if err != nil {
-		return nil, s.explain("list api keys", err)
+		return nil, s.db.Explain("list api keys", err)
 	}
 	defer rows.Close()
 	var out []store.APIKey
@@ -278,9 +279,9 @@ func (s *Store) listKeys(ctx context.Context, tail string, args ...any) ([]store
 		var k store.APIKey
 		var created, revoked int64
 		if err := rows.Scan(&k.ID, &k.Client, &k.Role, &k.Name, &k.Hash, &created, &revoked); err != nil {
-			return nil, s.explain("list api keys", err)
+			return nil, s.db.Explain("list api keys", err)
 		}
-		k.CreatedAt, k.RevokedAt = fromMicros(created), fromMicros(revoked)
+		k.CreatedAt, k.RevokedAt = sqlitedb.Time(created), sqlitedb.Time(revoked)
 		out = append(out, k)
 	}
 	return out, rows.Err()
@@ -288,7 +289,7 @@ func (s *Store) listKeys(ctx context.Context, tail string, args ...any) ([]store
 
 // RevokeAPIKey implements store.Clients.
 func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
-	return s.write(ctx, "revoke api key", func(tx txn) error {
+	return s.db.Write(ctx, "revoke api key", func(tx sqlitedb.Tx) error {
 		var revoked int64
 		err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM api_keys WHERE id = ?`, id).Scan(&revoked)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -297,7 +298,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
 		if err != nil || revoked != 0 {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ?`, micros(time.Now()), id)
+		_, err = tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ?`, sqlitedb.Micros(time.Now()), id)
 		return err
 	})
 }
@@ -305,30 +306,30 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	st := store.NewStats()
-	rows, err := s.r.QueryContext(ctx, `SELECT client, source_type, state, count(*) FROM documents GROUP BY client, source_type, state`)
+	rows, err := s.db.R.QueryContext(ctx, `SELECT client, source_type, state, count(*) FROM documents GROUP BY client, source_type, state`)
 	if err != nil {
-		return st, s.explain("stats", err)
+		return st, s.db.Explain("stats", err)
 	}
 	for rows.Next() {
 		var client, source, state string
 		var n int64
 		if err := rows.Scan(&client, &source, &state, &n); err != nil {
 			rows.Close()
-			return st, s.explain("stats", err)
+			return st, s.db.Explain("stats", err)
 		}
 		st.AddDocuments(client, store.SourceType(source), store.DocumentState(state), n)
 	}
 	rows.Close()
-	rows, err = s.r.QueryContext(ctx, `SELECT client, kind, state, count(*) FROM tasks GROUP BY client, kind, state`)
+	rows, err = s.db.R.QueryContext(ctx, `SELECT client, kind, state, count(*) FROM tasks GROUP BY client, kind, state`)
 	if err != nil {
-		return st, s.explain("stats", err)
+		return st, s.db.Explain("stats", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var client, kind, state string
 		var n int64
 		if err := rows.Scan(&client, &kind, &state, &n); err != nil {
-			return st, s.explain("stats", err)
+			return st, s.db.Explain("stats", err)
 		}
 		st.AddTasks(client, store.TaskKind(kind), store.TaskState(state), n)
 	}

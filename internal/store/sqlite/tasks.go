@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -50,7 +51,7 @@ func scanTask(row scanner) (store.Task, error) {
 			return t, fmt.Errorf("task %s: decode usage: %w", t.ID, err)
 		}
 	}
-	t.RunAfter, t.LeaseUntil, t.CreatedAt, t.UpdatedAt = fromMicros(runAfter), fromMicros(leaseUntil), fromMicros(created), fromMicros(updated)
+	t.RunAfter, t.LeaseUntil, t.CreatedAt, t.UpdatedAt = sqlitedb.Time(runAfter), sqlitedb.Time(leaseUntil), sqlitedb.Time(created), sqlitedb.Time(updated)
 	t.LastError, err = scanError(lastErr)
 	return t, err
 }
@@ -88,7 +89,7 @@ func (s *Store) EnqueueTasks(ctx context.Context, tasks ...store.Task) (int, err
 		}
 	}
 	inserted := 0
-	err := s.write(ctx, "enqueue tasks", func(tx txn) error {
+	err := s.db.Write(ctx, "enqueue tasks", func(tx sqlitedb.Tx) error {
 		inserted = 0
 		for _, t := range prepared {
 			budget, err := jsonCol(t.Budget)
@@ -101,7 +102,7 @@ func (s *Store) EnqueueTasks(ctx context.Context, tasks ...store.Task) (int, err
 			}
 			res, err := tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 				t.ID, t.Kind, t.Client, t.SourceDoc, payload, t.CorrelationID, t.Priority, t.State, 0, t.MaxAttempts,
-				0, "", 0, nil, budget, nil, nil, micros(now), micros(now))
+				0, "", 0, nil, budget, nil, nil, sqlitedb.Micros(now), sqlitedb.Micros(now))
 			if err != nil {
 				return err
 			}
@@ -121,9 +122,9 @@ func (s *Store) EnqueueTasks(ctx context.Context, tasks ...store.Task) (int, err
 
 // GetTask implements store.Tasks.
 func (s *Store) GetTask(ctx context.Context, client, id string) (store.Task, error) {
-	ts, err := queryTasks(ctx, s.r, `SELECT `+taskColumns+` FROM tasks WHERE client = ? AND id = ?`, client, id)
+	ts, err := queryTasks(ctx, s.db.R, `SELECT `+taskColumns+` FROM tasks WHERE client = ? AND id = ?`, client, id)
 	if err != nil {
-		return store.Task{}, s.explain("get task", err)
+		return store.Task{}, s.db.Explain("get task", err)
 	}
 	if len(ts) == 0 {
 		return store.Task{}, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
@@ -140,9 +141,9 @@ func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim
 		return nil, fmt.Errorf("%w: stage %q", store.ErrInvalid, stage)
 	}
 	var out []store.Task
-	err := s.write(ctx, "claim tasks", func(tx txn) error {
+	err := s.db.Write(ctx, "claim tasks", func(tx sqlitedb.Tx) error {
 		var err error
-		out, err = queryTasks(ctx, tx, sqlClaimTasks, stage, micros(c.Now), c.Limit)
+		out, err = queryTasks(ctx, tx, sqlClaimTasks, stage, sqlitedb.Micros(c.Now), c.Limit)
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim
 			from := t.State
 			t.State, t.LeaseOwner, t.LeaseUntil, t.UpdatedAt = running, c.Owner, c.LeaseUntil, c.Now
 			t.Attempts++
-			if _, err := tx.ExecContext(ctx, sqlClaimTaskUpdate, t.State, t.LeaseOwner, micros(t.LeaseUntil), t.Attempts, micros(c.Now), t.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, sqlClaimTaskUpdate, t.State, t.LeaseOwner, sqlitedb.Micros(t.LeaseUntil), t.Attempts, sqlitedb.Micros(c.Now), t.ID); err != nil {
 				return err
 			}
 			if _, err := appendEvent(ctx, tx, store.TaskStateEvent(*t, from, c.Owner, "claim", c.Now)); err != nil {
@@ -172,7 +173,7 @@ func (s *Store) ExtendTaskLeases(ctx context.Context, owner string, ids []string
 // TransitionTasks implements store.Tasks.
 func (s *Store) TransitionTasks(ctx context.Context, ts []store.TaskTransition) error {
 	var skipped []error
-	err := s.write(ctx, "transition tasks", func(tx txn) error {
+	err := s.db.Write(ctx, "transition tasks", func(tx sqlitedb.Tx) error {
 		skipped = skipped[:0]
 		now := time.Now()
 		for _, t := range ts {
@@ -193,7 +194,7 @@ func (s *Store) TransitionTasks(ctx context.Context, ts []store.TaskTransition) 
 	return errors.Join(skipped...)
 }
 
-func transitionTask(ctx context.Context, tx txn, t store.TaskTransition, now time.Time) error {
+func transitionTask(ctx context.Context, tx sqlitedb.Tx, t store.TaskTransition, now time.Time) error {
 	ts, err := queryTasks(ctx, tx, sqlTaskByID, t.ID)
 	if err != nil {
 		return err
@@ -209,7 +210,7 @@ func transitionTask(ctx context.Context, tx txn, t store.TaskTransition, now tim
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, sqlTransitionTask, cur.State, micros(cur.RunAfter), cur.Attempts, errorCol(cur.LastError), []byte(cur.Result), usage, micros(now), cur.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlTransitionTask, cur.State, sqlitedb.Micros(cur.RunAfter), cur.Attempts, errorCol(cur.LastError), []byte(cur.Result), usage, sqlitedb.Micros(now), cur.ID); err != nil {
 		return err
 	}
 	_, err = appendEvent(ctx, tx, store.TaskStateEvent(cur, t.From, t.Owner, t.Reason, now))
@@ -222,9 +223,9 @@ func (s *Store) RescueTasks(ctx context.Context, stage store.Stage, now time.Tim
 		return 0, fmt.Errorf("%w: stage %q", store.ErrInvalid, stage)
 	}
 	n := 0
-	err := s.write(ctx, "rescue tasks", func(tx txn) error {
+	err := s.db.Write(ctx, "rescue tasks", func(tx sqlitedb.Tx) error {
 		ts, err := queryTasks(ctx, tx, `SELECT `+taskColumns+` FROM tasks WHERE lease_until > 0 AND lease_until < ? AND state = ?`,
-			micros(now), stage.Running())
+			sqlitedb.Micros(now), stage.Running())
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,247 @@
+// Package sqlitedb is the SQLite plumbing the embedded backends share
+// (pipeline store, graph, chunks): one database file in WAL mode with a
+// single writer connection running BEGIN IMMEDIATE transactions and a small
+// read pool, schema migrations versioned in code (PRAGMA user_version), hot
+// statements prepared once, and errors that name the file and say what to do.
+package sqlitedb
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Options configures Open.
+type Options struct {
+	// Path is the database file; its directory is created when missing.
+	Path string
+	// BusyTimeout is how long a write waits for another process's lock
+	// (default 5s).
+	BusyTimeout time.Duration
+	// Readers is the size of the read pool (default GOMAXPROCS, at least 2).
+	Readers int
+	// Migrations bring the schema to version i+1; never edit a shipped one.
+	Migrations []string
+	// Hot statements are prepared once on the writer connection.
+	Hot []string
+}
+
+// DB is an open database.
+type DB struct {
+	Path  string
+	W     *sql.DB // the one writer connection
+	R     *sql.DB // read pool
+	stmts map[string]*sql.Stmt
+}
+
+// Open opens (creating when missing) the database and migrates it. The
+// migration runs in a write transaction, which also proves at start-up that
+// the file is a database and that no other process holds it locked.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	if opts.Path == "" {
+		return nil, errors.New("sqlite: no database path")
+	}
+	busy := cmp.Or(opts.BusyTimeout, 5*time.Second)
+	readers := cmp.Or(opts.Readers, max(2, runtime.GOMAXPROCS(0)))
+	path, err := filepath.Abs(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: database path %q: %w", opts.Path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("sqlite: create data directory for %s: %w", path, err)
+	}
+	db := &DB{Path: path, stmts: map[string]*sql.Stmt{}}
+	if db.W, err = sql.Open("sqlite", dsn(path, busy, false)); err != nil {
+		return nil, db.Explain("open", err)
+	}
+	db.W.SetMaxOpenConns(1)
+	db.W.SetConnMaxIdleTime(0)
+	if err := db.migrate(ctx, opts.Migrations); err != nil {
+		db.W.Close()
+		return nil, err
+	}
+	for _, q := range opts.Hot {
+		st, err := db.W.PrepareContext(ctx, q)
+		if err != nil {
+			db.Close()
+			return nil, db.Explain("prepare", err)
+		}
+		db.stmts[q] = st
+	}
+	if db.R, err = sql.Open("sqlite", dsn(path, busy, true)); err != nil {
+		db.Close()
+		return nil, db.Explain("open", err)
+	}
+	db.R.SetMaxOpenConns(readers)
+	db.R.SetMaxIdleConns(readers)
+	return db, nil
+}
+
+func dsn(path string, busy time.Duration, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	if readOnly {
+		q.Add("_pragma", "query_only(ON)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Close closes the statements and both pools.
+func (db *DB) Close() error {
+	for _, st := range db.stmts {
+		st.Close()
+	}
+	var errs []error
+	if db.R != nil {
+		errs = append(errs, db.R.Close())
+	}
+	return errors.Join(append(errs, db.W.Close())...)
+}
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	var v int
+	if err := db.R.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return db.Explain("ping", err)
+	}
+	return nil
+}
+
+// Explain wraps a driver error with the file and, for conditions an operator
+// can fix, what to do. Errors that are not from SQLite pass through.
+func (db *DB) Explain(op string, err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("sqlite: %s %s: the database is locked by another process (another jervis using the same --data directory, or a tool holding a write transaction); stop it or point --data elsewhere: %w", op, db.Path, err)
+		case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+			return fmt.Errorf("sqlite: %s %s: the file is corrupted or not a Jervis database; restore it from a backup, or move it (and its -wal and -shm files) aside to start with an empty store: %w", op, db.Path, err)
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_READONLY:
+			return fmt.Errorf("sqlite: %s %s: cannot open the file for writing; check the directory exists and is writable by this user: %w", op, db.Path, err)
+		case sqlite3.SQLITE_FULL:
+			return fmt.Errorf("sqlite: %s %s: the disk is full; free space and restart: %w", op, db.Path, err)
+		}
+		return fmt.Errorf("sqlite: %s %s: %w", op, db.Path, err)
+	}
+	return err
+}
+
+// IsConstraint reports a UNIQUE or PRIMARY KEY violation.
+func IsConstraint(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}
+
+// Tx is a write transaction that runs hot statements prepared.
+type Tx struct {
+	*sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+// ExecContext runs q, prepared when it is hot.
+func (t Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st, ok := t.stmts[q]; ok {
+		return t.Tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return t.Tx.ExecContext(ctx, q, args...)
+}
+
+// QueryContext runs q, prepared when it is hot.
+func (t Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st, ok := t.stmts[q]; ok {
+		return t.Tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return t.Tx.QueryContext(ctx, q, args...)
+}
+
+// Write runs fn in one IMMEDIATE transaction on the writer connection and
+// commits when it returns nil. SQLite errors are explained; fn's own errors
+// come back unchanged.
+func (db *DB) Write(ctx context.Context, op string, fn func(tx Tx) error) error {
+	sqlTx, err := db.W.BeginTx(ctx, nil)
+	if err != nil {
+		return db.Explain(op, err)
+	}
+	if err := fn(Tx{Tx: sqlTx, stmts: db.stmts}); err != nil {
+		_ = sqlTx.Rollback()
+		return db.Explain(op, err)
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return db.Explain(op, err)
+	}
+	return nil
+}
+
+func (db *DB) migrate(ctx context.Context, migrations []string) error {
+	return db.Write(ctx, "migrate", func(tx Tx) error {
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return err
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("sqlite: migrate %s: schema version %d is newer than this binary supports (%d); run a newer jervis", db.Path, v, len(migrations))
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Micros stores a time as Unix microseconds; the zero time is 0.
+func Micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// Time reverses Micros.
+func Time(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}
+
+// Placeholders returns "?, ?, ..." for n arguments.
+func Placeholders(n int) string {
+	b := make([]byte, 0, 3*n)
+	for i := range n {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '?')
+	}
+	return string(b)
+}
+
+// Args converts a slice to query arguments.
+func Args[T any](xs []T) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
