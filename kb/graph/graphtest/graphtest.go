@@ -1,0 +1,332 @@
+// Package graphtest is the conformance suite every graph backend passes.
+// Backends call Exercise with a constructor returning a fresh, empty store
+// per call, cleaned up with t.Cleanup.
+package graphtest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/kb/graph"
+)
+
+// NewStore returns a fresh, empty store for one test.
+type NewStore func(t *testing.T) graph.Store
+
+// Exercise runs the suite.
+func Exercise(t *testing.T, newStore NewStore) {
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, s graph.Store)
+	}{
+		{"UpsertMerges", testUpsertMerges},
+		{"EvidenceRules", testEvidenceRules},
+		{"RemoveEvidence", testRemoveEvidence},
+		{"ClientIsolation", testIsolation},
+		{"Neighbors", testNeighbors},
+		{"ShortestPath", testShortestPath},
+		{"AwkwardKeys", testAwkwardKeys},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+func node(key string, chunks ...string) graph.Node {
+	typ := key
+	for i := range key {
+		if key[i] == ':' {
+			typ = key[:i]
+			break
+		}
+	}
+	return graph.Node{Key: key, Type: typ, RAGChunks: chunks}
+}
+
+func edge(typ, from, to string, evidence ...string) graph.Edge {
+	return graph.Edge{Type: typ, From: from, To: to, EvidenceChunkIDs: evidence, Confidence: 0.9, Origin: graph.OriginSyntax}
+}
+
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testUpsertMerges(t *testing.T, s graph.Store) {
+	g := s.For("acme")
+	ctx := t.Context()
+	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t2 := t1.Add(24 * time.Hour)
+	a := node("person:ann", "c1")
+	a.Props, a.FirstSeen, a.LastSeen = map[string]any{"name": "Ann", "team": "ops"}, t2, t2
+	check(t, g.UpsertNodes(ctx, a, node("jira:ops-1", "c1")))
+	a2 := node("person:ann", "c2")
+	a2.Props, a2.FirstSeen, a2.LastSeen = map[string]any{"team": "platform", "email": "ann@acme.test"}, t1, t1
+	check(t, g.UpsertNodes(ctx, a2))
+	got, err := g.Node(ctx, "person:ann")
+	check(t, err)
+	if got.Type != "person" || !slices.Equal(got.RAGChunks, []string{"c1", "c2"}) ||
+		got.Props["name"] != "Ann" || got.Props["team"] != "platform" || got.Props["email"] != "ann@acme.test" ||
+		!got.FirstSeen.Equal(t1) || !got.LastSeen.Equal(t2) {
+		t.Fatalf("merged node: %+v", got)
+	}
+	e := edge("assigned_to", "jira:ops-1", "person:ann", "c1")
+	e.Confidence, e.Origin = 0.6, graph.OriginLLM
+	check(t, g.UpsertEdges(ctx, e))
+	e2 := edge("assigned_to", "jira:ops-1", "person:ann", "c2")
+	e2.Confidence, e2.Origin = 1, graph.OriginMetadata
+	check(t, g.UpsertEdges(ctx, e2, e2)) // twice: idempotent
+	ge, err := g.Edge(ctx, e.Key())
+	check(t, err)
+	if !slices.Equal(ge.EvidenceChunkIDs, []string{"c1", "c2"}) || ge.Confidence != 1 || ge.Origin != graph.OriginMetadata ||
+		ge.From != "jira:ops-1" || ge.To != "person:ann" || ge.Type != "assigned_to" {
+		t.Fatalf("merged edge: %+v", ge)
+	}
+	counts, err := g.CountByType(ctx)
+	check(t, err)
+	if counts["person"] != 1 || counts["jira"] != 1 || len(counts) != 2 {
+		t.Fatalf("counts: %v", counts)
+	}
+	if _, err := g.Node(ctx, "person:bob"); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("missing node: %v", err)
+	}
+	if _, err := g.Edge(ctx, "x::a->b"); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("missing edge: %v", err)
+	}
+}
+
+func testEvidenceRules(t *testing.T, s graph.Store) {
+	g := s.For("acme")
+	ctx := t.Context()
+	check(t, g.UpsertNodes(ctx, node("person:ann", "c1"), node("person:bob", "c1")))
+	if err := g.UpsertEdges(ctx, edge("knows", "person:ann", "person:bob")); !errors.Is(err, graph.ErrNoEvidence) {
+		t.Fatalf("edge without evidence: %v", err)
+	}
+	if err := g.UpsertEdges(ctx, edge("knows", "person:ann", "person:zed", "c1")); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("edge to a missing node: %v", err)
+	}
+	bad := edge("knows", "person:ann", "person:bob", "c1")
+	bad.Origin = "guess"
+	if err := g.UpsertEdges(ctx, bad); !errors.Is(err, graph.ErrInvalid) {
+		t.Fatalf("bad origin: %v", err)
+	}
+	for _, n := range []graph.Node{{Key: "", Type: "x"}, {Key: "x:y"}, {Key: string(make([]byte, graph.MaxKeyLen+1)), Type: "x"}} {
+		if err := g.UpsertNodes(ctx, n); !errors.Is(err, graph.ErrInvalid) {
+			t.Fatalf("bad node %q: %v", n.Key, err)
+		}
+	}
+	// A rejected batch writes nothing.
+	if err := g.UpsertEdges(ctx, edge("knows", "person:ann", "person:bob", "c1"), edge("knows", "person:bob", "person:ann")); err == nil {
+		t.Fatal("batch with a bad edge accepted")
+	}
+	if _, err := g.Edge(ctx, graph.EdgeKey("knows", "person:ann", "person:bob")); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("part of a rejected batch was written: %v", err)
+	}
+}
+
+func testRemoveEvidence(t *testing.T, s graph.Store) {
+	g := s.For("acme")
+	ctx := t.Context()
+	// doc:1 (chunks c1, c2) mentions ann and bob; ann -> bob is supported by c1 and c2,
+	// bob -> carol only by c2; carol has no chunks of her own.
+	check(t, g.UpsertNodes(ctx, node("doc:1", "c1", "c2"), node("person:ann", "c1"), node("person:bob", "c1", "c2"), node("person:carol")))
+	check(t, g.UpsertEdges(ctx, edge("knows", "person:ann", "person:bob", "c1", "c2"), edge("knows", "person:bob", "person:carol", "c2")))
+
+	r, err := g.RemoveEvidence(ctx, []string{"c2"})
+	check(t, err)
+	if r.EdgesUpdated != 1 || r.EdgesDeleted != 1 || r.NodesDeleted != 1 {
+		t.Fatalf("remove c2: %+v", r)
+	}
+	ab, err := g.Edge(ctx, graph.EdgeKey("knows", "person:ann", "person:bob"))
+	check(t, err)
+	if !slices.Equal(ab.EvidenceChunkIDs, []string{"c1"}) {
+		t.Fatalf("ann->bob evidence: %v", ab.EvidenceChunkIDs)
+	}
+	if _, err := g.Edge(ctx, graph.EdgeKey("knows", "person:bob", "person:carol")); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("edge with no evidence left survived: %v", err)
+	}
+	if _, err := g.Node(ctx, "person:carol"); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("node with no chunks and no edges survived: %v", err)
+	}
+	bob, err := g.Node(ctx, "person:bob")
+	check(t, err)
+	if !slices.Equal(bob.RAGChunks, []string{"c1"}) {
+		t.Fatalf("bob chunks: %v", bob.RAGChunks)
+	}
+	// The last evidence goes: everything goes.
+	r, err = g.RemoveEvidence(ctx, []string{"c1"})
+	check(t, err)
+	if r.EdgesDeleted != 1 || r.NodesDeleted != 3 {
+		t.Fatalf("remove c1: %+v", r)
+	}
+	counts, err := g.CountByType(ctx)
+	check(t, err)
+	if len(counts) != 0 {
+		t.Fatalf("left: %v", counts)
+	}
+	if r, err := g.RemoveEvidence(ctx, nil); err != nil || r != (graph.Removed{}) {
+		t.Fatalf("remove nothing: %+v %v", r, err)
+	}
+}
+
+func testIsolation(t *testing.T, s graph.Store) {
+	ctx := t.Context()
+	a, b := s.For("acme"), s.For("globex")
+	check(t, a.UpsertNodes(ctx, node("person:ann", "c1"), node("person:bob", "c1")))
+	check(t, a.UpsertEdges(ctx, edge("knows", "person:ann", "person:bob", "c1")))
+	if _, err := b.Node(ctx, "person:ann"); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("globex sees acme's node: %v", err)
+	}
+	if _, err := b.Edge(ctx, graph.EdgeKey("knows", "person:ann", "person:bob")); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("globex sees acme's edge: %v", err)
+	}
+	// globex cannot attach an edge to acme's nodes either.
+	if err := b.UpsertEdges(ctx, edge("knows", "person:ann", "person:bob", "c1")); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("cross-client edge: %v", err)
+	}
+	hood, err := b.Neighbors(ctx, graph.NeighborQuery{Start: []string{"person:ann"}, Depth: 2})
+	check(t, err)
+	if len(hood.Nodes) != 0 || len(hood.Edges) != 0 {
+		t.Fatalf("globex traverses acme: %+v", hood)
+	}
+	// globex removing the same chunk IDs leaves acme untouched.
+	_, err = b.RemoveEvidence(ctx, []string{"c1"})
+	check(t, err)
+	if _, err := a.Edge(ctx, graph.EdgeKey("knows", "person:ann", "person:bob")); err != nil {
+		t.Fatalf("acme lost an edge to globex's removal: %v", err)
+	}
+	counts, err := b.CountByType(ctx)
+	check(t, err)
+	if len(counts) != 0 {
+		t.Fatalf("globex counts: %v", counts)
+	}
+}
+
+// chain builds a -> b -> c -> d -> e plus a -> x (type "cc").
+func chain(t *testing.T, g graph.Graph) {
+	t.Helper()
+	ctx := t.Context()
+	var ns []graph.Node
+	for _, k := range []string{"n:a", "n:b", "n:c", "n:d", "n:e", "n:x"} {
+		ns = append(ns, node(k, "c"))
+	}
+	check(t, g.UpsertNodes(ctx, ns...))
+	check(t, g.UpsertEdges(ctx, edge("next", "n:a", "n:b", "c"), edge("next", "n:b", "n:c", "c"), edge("next", "n:c", "n:d", "c"),
+		edge("next", "n:d", "n:e", "c"), edge("cc", "n:a", "n:x", "c")))
+}
+
+func keysOf(h graph.Neighborhood) []string {
+	var out []string
+	for _, v := range h.Nodes {
+		out = append(out, fmt.Sprintf("%s@%d", v.Key, v.Depth))
+	}
+	return out
+}
+
+func testNeighbors(t *testing.T, s graph.Store) {
+	g := s.For("acme")
+	chain(t, g)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		q         graph.NeighborQuery
+		want      []string
+		wantEdges int
+	}{
+		{graph.NeighborQuery{Start: []string{"n:a"}, Depth: 0}, []string{"n:a@0"}, 0},
+		{graph.NeighborQuery{Start: []string{"n:a"}, Depth: 2}, []string{"n:a@0", "n:b@1", "n:x@1", "n:c@2"}, 3},
+		{graph.NeighborQuery{Start: []string{"n:c"}, Depth: 1, Direction: graph.In}, []string{"n:c@0", "n:b@1"}, 1},
+		{graph.NeighborQuery{Start: []string{"n:c"}, Depth: 1, Direction: graph.Out}, []string{"n:c@0", "n:d@1"}, 1},
+		{graph.NeighborQuery{Start: []string{"n:c"}, Depth: 2}, []string{"n:c@0", "n:b@1", "n:d@1", "n:a@2", "n:e@2"}, 4},
+		{graph.NeighborQuery{Start: []string{"n:a"}, Depth: 3, EdgeTypes: []string{"cc"}}, []string{"n:a@0", "n:x@1"}, 1},
+		{graph.NeighborQuery{Start: []string{"n:a", "n:e"}, Depth: 1}, []string{"n:a@0", "n:e@0", "n:b@1", "n:d@1", "n:x@1"}, 3},
+		{graph.NeighborQuery{Start: []string{"n:a"}, Depth: 5, Limit: 3}, []string{"n:a@0", "n:b@1", "n:x@1"}, 2},
+		{graph.NeighborQuery{Start: []string{"n:missing"}, Depth: 2}, nil, 0},
+	} {
+		h, err := g.Neighbors(ctx, tc.q)
+		check(t, err)
+		if got := keysOf(h); !slices.Equal(got, tc.want) || len(h.Edges) != tc.wantEdges {
+			t.Errorf("%+v: nodes %v (%d edges), want %v (%d edges)", tc.q, got, len(h.Edges), tc.want, tc.wantEdges)
+		}
+		for _, e := range h.Edges {
+			if len(e.EvidenceChunkIDs) == 0 {
+				t.Errorf("edge %s returned without evidence", e.Key())
+			}
+		}
+	}
+	// A cycle terminates.
+	check(t, g.UpsertEdges(ctx, edge("next", "n:e", "n:a", "c")))
+	h, err := g.Neighbors(ctx, graph.NeighborQuery{Start: []string{"n:a"}, Depth: 5})
+	check(t, err)
+	if len(h.Nodes) != 6 {
+		t.Fatalf("cycle: %v", keysOf(h))
+	}
+	for _, q := range []graph.NeighborQuery{{Depth: 1}, {Start: []string{"n:a"}, Depth: 9}, {Start: []string{"n:a"}, Direction: "up"}} {
+		if _, err := g.Neighbors(ctx, q); !errors.Is(err, graph.ErrInvalid) {
+			t.Errorf("%+v: err = %v", q, err)
+		}
+	}
+}
+
+func testShortestPath(t *testing.T, s graph.Store) {
+	g := s.For("acme")
+	chain(t, g)
+	ctx := t.Context()
+	p, err := g.ShortestPath(ctx, "n:x", "n:d", 5)
+	check(t, err)
+	var keys []string
+	for _, n := range p.Nodes {
+		keys = append(keys, n.Key)
+	}
+	if !slices.Equal(keys, []string{"n:x", "n:a", "n:b", "n:c", "n:d"}) || len(p.Edges) != 4 || p.Edges[0].Type != "cc" {
+		t.Fatalf("path %v with %d edges", keys, len(p.Edges))
+	}
+	if _, err := g.ShortestPath(ctx, "n:x", "n:e", 3); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("path longer than maxDepth: %v", err)
+	}
+	if _, err := g.ShortestPath(ctx, "n:a", "n:nowhere", 3); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("path to a missing node: %v", err)
+	}
+	p, err = g.ShortestPath(ctx, "n:c", "n:c", 3)
+	check(t, err)
+	if len(p.Nodes) != 1 || len(p.Edges) != 0 {
+		t.Fatalf("path to itself: %+v", p)
+	}
+}
+
+func testAwkwardKeys(t *testing.T, s graph.Store) {
+	g := s.For("acme")
+	ctx := t.Context()
+	keys := []string{"url:https://x.test/a b?c=d&e=/f", "person:o'brien", "file:src/main.go", "topic:naïve café", "odd:a->b::c"}
+	var ns []graph.Node
+	for _, k := range keys {
+		ns = append(ns, node(k, "c1"))
+	}
+	check(t, g.UpsertNodes(ctx, ns...))
+	check(t, g.UpsertEdges(ctx, edge("links", keys[0], keys[4], "c1"), edge("touches", keys[2], keys[3], "c1")))
+	for _, k := range keys {
+		n, err := g.Node(ctx, k)
+		check(t, err)
+		if n.Key != k {
+			t.Fatalf("key %q came back as %q", k, n.Key)
+		}
+	}
+	e, err := g.Edge(ctx, graph.EdgeKey("links", keys[0], keys[4]))
+	check(t, err)
+	if e.From != keys[0] || e.To != keys[4] {
+		t.Fatalf("edge endpoints: %q %q", e.From, e.To)
+	}
+	_, err = g.RemoveEvidence(ctx, []string{"c1"})
+	check(t, err)
+	counts, err := g.CountByType(ctx)
+	check(t, err)
+	if len(counts) != 0 {
+		t.Fatalf("left after removing the only evidence: %v", counts)
+	}
+}

@@ -1,0 +1,560 @@
+// Package sqlite is the embedded graph backend: nodes, edges and their
+// evidence in one SQLite file, traversal with recursive CTEs.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
+	"github.com/jervis-dev/jervis/kb/graph"
+)
+
+// FileName is the database file in a data directory.
+const FileName = "graph.db"
+
+var migrations = []string{`
+CREATE TABLE nodes (
+	client     TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	props      TEXT NOT NULL DEFAULT '{}',
+	first_seen INTEGER NOT NULL,
+	last_seen  INTEGER NOT NULL,
+	PRIMARY KEY (client, key)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX nodes_type ON nodes (client, type);
+
+CREATE TABLE node_chunks (
+	client   TEXT NOT NULL,
+	key      TEXT NOT NULL,
+	chunk_id TEXT NOT NULL,
+	PRIMARY KEY (client, key, chunk_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX node_chunks_chunk ON node_chunks (client, chunk_id);
+
+CREATE TABLE edges (
+	client     TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	from_key   TEXT NOT NULL,
+	to_key     TEXT NOT NULL,
+	props      TEXT NOT NULL DEFAULT '{}',
+	confidence REAL NOT NULL,
+	origin     TEXT NOT NULL,
+	first_seen INTEGER NOT NULL,
+	last_seen  INTEGER NOT NULL,
+	PRIMARY KEY (client, key)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX edges_from ON edges (client, from_key, type);
+CREATE INDEX edges_to ON edges (client, to_key, type);
+
+CREATE TABLE edge_evidence (
+	client   TEXT NOT NULL,
+	edge_key TEXT NOT NULL,
+	chunk_id TEXT NOT NULL,
+	PRIMARY KEY (client, edge_key, chunk_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX edge_evidence_chunk ON edge_evidence (client, chunk_id);
+`}
+
+// Store holds every client's graph in one database.
+type Store struct {
+	db *sqlitedb.DB
+}
+
+var _ graph.Store = (*Store)(nil)
+
+// Open opens (creating when missing) the graph database at path.
+func Open(ctx context.Context, path string) (*Store, error) {
+	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: migrations})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db}, nil
+}
+
+// For implements graph.Store.
+func (s *Store) For(client string) graph.Graph { return &clientGraph{db: s.db, client: client} }
+
+// Ping implements graph.Store.
+func (s *Store) Ping(ctx context.Context) error { return s.db.Ping(ctx) }
+
+// Close implements graph.Store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// clientGraph is one client's view; every statement filters on client.
+type clientGraph struct {
+	db     *sqlitedb.DB
+	client string
+}
+
+func propsJSON(p map[string]any) (string, error) {
+	if len(p) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(p)
+	return string(b), err
+}
+
+func seen(t time.Time, now time.Time) int64 {
+	if t.IsZero() {
+		return sqlitedb.Micros(now)
+	}
+	return sqlitedb.Micros(t)
+}
+
+// idsJSON encodes a key list for json_each; nil is the empty array.
+func idsJSON(ids []string) string {
+	if len(ids) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(ids)
+	return string(b)
+}
+
+// UpsertNodes implements graph.Graph.
+func (g *clientGraph) UpsertNodes(ctx context.Context, nodes ...graph.Node) error {
+	for _, n := range nodes {
+		if err := graph.ValidateNode(n); err != nil {
+			return err
+		}
+	}
+	now := time.Now()
+	return g.db.Write(ctx, "upsert nodes", func(tx sqlitedb.Tx) error {
+		for _, n := range nodes {
+			props, err := propsJSON(n.Props)
+			if err != nil {
+				return fmt.Errorf("%w: node %s props: %v", graph.ErrInvalid, n.Key, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO nodes (client, key, type, props, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)
+				ON CONFLICT (client, key) DO UPDATE SET props = json_patch(nodes.props, excluded.props),
+					first_seen = min(nodes.first_seen, excluded.first_seen), last_seen = max(nodes.last_seen, excluded.last_seen)`,
+				g.client, n.Key, n.Type, props, seen(n.FirstSeen, now), seen(n.LastSeen, now)); err != nil {
+				return err
+			}
+			for _, c := range n.RAGChunks {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO node_chunks (client, key, chunk_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, g.client, n.Key, c); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// UpsertEdges implements graph.Graph.
+func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) error {
+	for _, e := range edges {
+		if err := graph.ValidateEdge(e); err != nil {
+			return err
+		}
+	}
+	now := time.Now()
+	return g.db.Write(ctx, "upsert edges", func(tx sqlitedb.Tx) error {
+		for _, e := range edges {
+			for _, k := range []string{e.From, e.To} {
+				var one int
+				err := tx.QueryRowContext(ctx, `SELECT 1 FROM nodes WHERE client = ? AND key = ?`, g.client, k).Scan(&one)
+				if err == sql.ErrNoRows {
+					return fmt.Errorf("edge %s: endpoint %s: %w", e.Key(), k, graph.ErrNotFound)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			props, err := propsJSON(e.Props)
+			if err != nil {
+				return fmt.Errorf("%w: edge %s props: %v", graph.ErrInvalid, e.Key(), err)
+			}
+			key := e.Key()
+			if _, err := tx.ExecContext(ctx, `INSERT INTO edges (client, key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (client, key) DO UPDATE SET props = json_patch(edges.props, excluded.props),
+					origin = CASE WHEN excluded.confidence > edges.confidence THEN excluded.origin ELSE edges.origin END,
+					confidence = max(edges.confidence, excluded.confidence),
+					first_seen = min(edges.first_seen, excluded.first_seen), last_seen = max(edges.last_seen, excluded.last_seen)`,
+				g.client, key, e.Type, e.From, e.To, props, e.Confidence, e.Origin, seen(e.FirstSeen, now), seen(e.LastSeen, now)); err != nil {
+				return err
+			}
+			for _, c := range e.EvidenceChunkIDs {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO edge_evidence (client, edge_key, chunk_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, g.client, key, c); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+const nodeColumns = `key, type, props, first_seen, last_seen`
+
+func (g *clientGraph) nodes(ctx context.Context, q querier, keys []string) ([]graph.Node, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(keys))
+	if err != nil {
+		return nil, g.db.Explain("get nodes", err)
+	}
+	defer rows.Close()
+	var out []graph.Node
+	for rows.Next() {
+		var n graph.Node
+		var props string
+		var first, last int64
+		if err := rows.Scan(&n.Key, &n.Type, &props, &first, &last); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(props), &n.Props); err != nil {
+			return nil, fmt.Errorf("node %s props: %w", n.Key, err)
+		}
+		if len(n.Props) == 0 {
+			n.Props = nil
+		}
+		n.FirstSeen, n.LastSeen = sqlitedb.Time(first), sqlitedb.Time(last)
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// Node implements graph.Graph.
+func (g *clientGraph) Node(ctx context.Context, key string) (graph.Node, error) {
+	ns, err := g.nodes(ctx, g.db.R, []string{key})
+	if err != nil {
+		return graph.Node{}, err
+	}
+	if len(ns) == 0 {
+		return graph.Node{}, fmt.Errorf("node %s: %w", key, graph.ErrNotFound)
+	}
+	n := ns[0]
+	rows, err := g.db.R.QueryContext(ctx, `SELECT chunk_id FROM node_chunks WHERE client = ? AND key = ? ORDER BY chunk_id`, g.client, key)
+	if err != nil {
+		return n, g.db.Explain("get node", err)
+	}
+	defer rows.Close()
+	n.RAGChunks = []string{}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return n, err
+		}
+		n.RAGChunks = append(n.RAGChunks, c)
+	}
+	return n, rows.Err()
+}
+
+// edges loads edges matching where (with args) and their evidence.
+func (g *clientGraph) edges(ctx context.Context, q querier, where string, args ...any) ([]graph.Edge, error) {
+	rows, err := q.QueryContext(ctx, `SELECT key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen,
+		(SELECT json_group_array(chunk_id) FROM (SELECT chunk_id FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key ORDER BY chunk_id))
+		FROM edges WHERE client = ? AND `+where+` ORDER BY key`, append([]any{g.client}, args...)...)
+	if err != nil {
+		return nil, g.db.Explain("get edges", err)
+	}
+	defer rows.Close()
+	var out []graph.Edge
+	for rows.Next() {
+		var e graph.Edge
+		var key, props, evidence string
+		var first, last int64
+		if err := rows.Scan(&key, &e.Type, &e.From, &e.To, &props, &e.Confidence, &e.Origin, &first, &last, &evidence); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(props), &e.Props); err != nil {
+			return nil, fmt.Errorf("edge %s props: %w", key, err)
+		}
+		if len(e.Props) == 0 {
+			e.Props = nil
+		}
+		if err := json.Unmarshal([]byte(evidence), &e.EvidenceChunkIDs); err != nil {
+			return nil, fmt.Errorf("edge %s evidence: %w", key, err)
+		}
+		e.FirstSeen, e.LastSeen = sqlitedb.Time(first), sqlitedb.Time(last)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Edge implements graph.Graph.
+func (g *clientGraph) Edge(ctx context.Context, key string) (graph.Edge, error) {
+	es, err := g.edges(ctx, g.db.R, `key = ?`, key)
+	if err != nil {
+		return graph.Edge{}, err
+	}
+	if len(es) == 0 {
+		return graph.Edge{}, fmt.Errorf("edge %s: %w", key, graph.ErrNotFound)
+	}
+	return es[0], nil
+}
+
+// Neighbors implements graph.Graph with one recursive CTE: each step follows
+// edges out of (and/or into) the nodes reached at the previous depth.
+func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (graph.Neighborhood, error) {
+	var hood graph.Neighborhood
+	if err := q.Validate(); err != nil {
+		return hood, err
+	}
+	typeFilter, typeArgs := "", []any{}
+	if len(q.EdgeTypes) > 0 {
+		typeFilter = ` AND e.type IN (SELECT value FROM json_each(?))`
+		typeArgs = []any{idsJSON(q.EdgeTypes)}
+	}
+	args := []any{g.client, idsJSON(q.Start)}
+	steps := []string{}
+	if q.Direction == graph.Out || q.Direction == graph.Any {
+		steps = append(steps, `SELECT e.to_key, w.depth + 1 FROM walk w JOIN edges e ON e.client = ? AND e.from_key = w.key WHERE w.depth < ?`+typeFilter)
+		args = append(append(args, g.client, q.Depth), typeArgs...)
+	}
+	if q.Direction == graph.In || q.Direction == graph.Any {
+		steps = append(steps, `SELECT e.from_key, w.depth + 1 FROM walk w JOIN edges e ON e.client = ? AND e.to_key = w.key WHERE w.depth < ?`+typeFilter)
+		args = append(append(args, g.client, q.Depth), typeArgs...)
+	}
+	args = append(args, q.Limit)
+	rows, err := g.db.R.QueryContext(ctx, `WITH RECURSIVE walk(key, depth) AS (
+			SELECT n.key, 0 FROM nodes n WHERE n.client = ? AND n.key IN (SELECT value FROM json_each(?))
+			UNION `+strings.Join(steps, " UNION ")+`
+		)
+		SELECT key, min(depth) AS d FROM walk GROUP BY key ORDER BY d, key LIMIT ?`, args...)
+	if err != nil {
+		return hood, g.db.Explain("neighbors", err)
+	}
+	depth := map[string]int{}
+	var keys []string
+	for rows.Next() {
+		var k string
+		var d int
+		if err := rows.Scan(&k, &d); err != nil {
+			rows.Close()
+			return hood, err
+		}
+		depth[k] = d
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return hood, err
+	}
+	if len(keys) == 0 {
+		return hood, nil
+	}
+	ns, err := g.nodes(ctx, g.db.R, keys)
+	if err != nil {
+		return hood, err
+	}
+	for _, n := range ns {
+		hood.Nodes = append(hood.Nodes, graph.Visit{Node: n, Depth: depth[n.Key]})
+	}
+	slices.SortFunc(hood.Nodes, func(a, b graph.Visit) int {
+		if a.Depth != b.Depth {
+			return a.Depth - b.Depth
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	set := idsJSON(keys)
+	where := `from_key IN (SELECT value FROM json_each(?)) AND to_key IN (SELECT value FROM json_each(?))`
+	eargs := []any{set, set}
+	if len(q.EdgeTypes) > 0 {
+		where += ` AND type IN (SELECT value FROM json_each(?))`
+		eargs = append(eargs, idsJSON(q.EdgeTypes))
+	}
+	hood.Edges, err = g.edges(ctx, g.db.R, where, eargs...)
+	return hood, err
+}
+
+// ShortestPath implements graph.Graph: breadth-first, one query per level.
+func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDepth int) (graph.Path, error) {
+	var p graph.Path
+	if maxDepth <= 0 || maxDepth > graph.MaxDepth*2 {
+		return p, fmt.Errorf("%w: maxDepth: %d is not 1..%d", graph.ErrInvalid, maxDepth, graph.MaxDepth*2)
+	}
+	start, err := g.nodes(ctx, g.db.R, []string{from, to})
+	if err != nil {
+		return p, err
+	}
+	if len(start) < 2 && from != to || len(start) == 0 {
+		return p, fmt.Errorf("path %s -> %s: endpoint: %w", from, to, graph.ErrNotFound)
+	}
+	type step struct{ prev, edge string }
+	parent := map[string]step{from: {}}
+	frontier := []string{from}
+	for depth := 0; depth < maxDepth && len(frontier) > 0 && from != to; depth++ {
+		set := idsJSON(frontier)
+		rows, err := g.db.R.QueryContext(ctx, `SELECT key, from_key, to_key FROM edges WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))
+			UNION ALL SELECT key, from_key, to_key FROM edges WHERE client = ? AND to_key IN (SELECT value FROM json_each(?)) ORDER BY 1`, g.client, set, g.client, set)
+		if err != nil {
+			return p, g.db.Explain("shortest path", err)
+		}
+		var next []string
+		inFrontier := map[string]bool{}
+		for _, f := range frontier {
+			inFrontier[f] = true
+		}
+		for rows.Next() {
+			var key, a, b string
+			if err := rows.Scan(&key, &a, &b); err != nil {
+				rows.Close()
+				return p, err
+			}
+			for _, hop := range [][2]string{{a, b}, {b, a}} {
+				if !inFrontier[hop[0]] {
+					continue
+				}
+				if _, seen := parent[hop[1]]; !seen {
+					parent[hop[1]] = step{prev: hop[0], edge: key}
+					next = append(next, hop[1])
+				}
+			}
+		}
+		rows.Close()
+		if _, found := parent[to]; found {
+			break
+		}
+		frontier = next
+	}
+	if _, found := parent[to]; !found {
+		return p, fmt.Errorf("path %s -> %s within %d: %w", from, to, maxDepth, graph.ErrNotFound)
+	}
+	var keys, edgeKeys []string
+	for k := to; ; k = parent[k].prev {
+		keys = append(keys, k)
+		if k == from {
+			break
+		}
+		edgeKeys = append(edgeKeys, parent[k].edge)
+	}
+	slices.Reverse(keys)
+	slices.Reverse(edgeKeys)
+	ns, err := g.nodes(ctx, g.db.R, keys)
+	if err != nil {
+		return p, err
+	}
+	byKey := map[string]graph.Node{}
+	for _, n := range ns {
+		byKey[n.Key] = n
+	}
+	for _, k := range keys {
+		p.Nodes = append(p.Nodes, byKey[k])
+	}
+	es, err := g.edges(ctx, g.db.R, `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
+	if err != nil {
+		return p, err
+	}
+	byEdge := map[string]graph.Edge{}
+	for _, e := range es {
+		byEdge[e.Key()] = e
+	}
+	for _, k := range edgeKeys {
+		p.Edges = append(p.Edges, byEdge[k])
+	}
+	return p, nil
+}
+
+// RemoveEvidence implements graph.Graph.
+func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (graph.Removed, error) {
+	var r graph.Removed
+	if len(chunkIDs) == 0 {
+		return r, nil
+	}
+	ids := idsJSON(chunkIDs)
+	err := g.db.Write(ctx, "remove evidence", func(tx sqlitedb.Tx) error {
+		r = graph.Removed{}
+		edgeKeys, err := column(ctx, tx, `SELECT DISTINCT edge_key FROM edge_evidence WHERE client = ? AND chunk_id IN (SELECT value FROM json_each(?))`, g.client, ids)
+		if err != nil {
+			return err
+		}
+		nodeKeys, err := column(ctx, tx, `SELECT DISTINCT key FROM node_chunks WHERE client = ? AND chunk_id IN (SELECT value FROM json_each(?))`, g.client, ids)
+		if err != nil {
+			return err
+		}
+		for _, q := range []string{
+			`DELETE FROM edge_evidence WHERE client = ? AND chunk_id IN (SELECT value FROM json_each(?))`,
+			`DELETE FROM node_chunks WHERE client = ? AND chunk_id IN (SELECT value FROM json_each(?))`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, g.client, ids); err != nil {
+				return err
+			}
+		}
+		// Edges left without evidence go, and their endpoints may be orphans.
+		rows, err := tx.QueryContext(ctx, `SELECT key, from_key, to_key FROM edges WHERE client = ? AND key IN (SELECT value FROM json_each(?))
+			AND NOT EXISTS (SELECT 1 FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key)`, g.client, idsJSON(edgeKeys))
+		if err != nil {
+			return err
+		}
+		var dead []string
+		candidates := nodeKeys
+		for rows.Next() {
+			var k, from, to string
+			if err := rows.Scan(&k, &from, &to); err != nil {
+				rows.Close()
+				return err
+			}
+			dead = append(dead, k)
+			candidates = append(candidates, from, to)
+		}
+		rows.Close()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM edges WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(dead)); err != nil {
+			return err
+		}
+		r.EdgesDeleted, r.EdgesUpdated = len(dead), len(edgeKeys)-len(dead)
+		ends, err := column(ctx, tx, `SELECT DISTINCT value FROM json_each(?) j
+			WHERE NOT EXISTS (SELECT 1 FROM edges e WHERE e.client = ? AND e.from_key = j.value)
+			AND NOT EXISTS (SELECT 1 FROM edges e WHERE e.client = ? AND e.to_key = j.value)`, idsJSON(candidates), g.client, g.client)
+		if err != nil {
+			return err
+		}
+		for _, k := range ends {
+			res, err := tx.ExecContext(ctx, `DELETE FROM nodes WHERE client = ? AND key = ? AND NOT EXISTS
+				(SELECT 1 FROM node_chunks WHERE client = ? AND key = ?)`, g.client, k, g.client, k)
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			r.NodesDeleted += int(n)
+		}
+		return nil
+	})
+	return r, err
+}
+
+func column(ctx context.Context, q querier, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// CountByType implements graph.Graph.
+func (g *clientGraph) CountByType(ctx context.Context) (map[string]int, error) {
+	rows, err := g.db.R.QueryContext(ctx, `SELECT type, count(*) FROM nodes WHERE client = ? GROUP BY type`, g.client)
+	if err != nil {
+		return nil, g.db.Explain("count nodes", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var t string
+		var n int
+		if err := rows.Scan(&t, &n); err != nil {
+			return nil, err
+		}
+		out[t] = n
+	}
+	return out, rows.Err()
+}
