@@ -1,0 +1,244 @@
+// Package rag stores chunks of text with their vectors and links into the
+// graph, and searches them: BM25, vector (cosine) and hybrid.
+//
+// A Store hands out one Index per client (For), like Weaviate's tenants: an
+// Index sees only its client's chunks, and BM25 statistics are per client.
+// Backends: sqlite (embedded default), weaviate (production); both pass
+// ragtest.Exercise. Hybrid fusion follows Weaviate's: relativeScore (the
+// default) scales each result list to 0..1 and mixes them by alpha;
+// ranked is reciprocal-rank fusion with k = 60. Alpha 0 is BM25 only and
+// alpha 1 vector only.
+package rag
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrNotFound means no such chunk for this client.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid means malformed input; the message names the field.
+	ErrInvalid = errors.New("invalid")
+)
+
+// Chunk is a passage of a source with its vector and graph links.
+type Chunk struct {
+	ID         string    `json:"id"`
+	Text       string    `json:"text"`
+	GraphRefs  []string  `json:"graphRefs"`
+	SourceURN  string    `json:"sourceUrn"`
+	SourceType string    `json:"sourceType,omitempty"`
+	Kind       string    `json:"kind,omitempty"`
+	NodeKey    string    `json:"nodeKey,omitempty"`
+	Timestamp  time.Time `json:"timestamp"`
+	Vector     []float32 `json:"-"`
+}
+
+// Fusion is how hybrid search merges BM25 and vector results.
+type Fusion string
+
+// Fusions.
+const (
+	RelativeScore Fusion = "relativeScore"
+	Ranked        Fusion = "ranked"
+)
+
+// Filter narrows a search. Zero fields match everything.
+type Filter struct {
+	SourceTypes []string
+	Kinds       []string
+	NodeTypes   []string // a chunk matches when one of its graphRefs has that namespace
+	SourceURN   string
+	Since       time.Time
+	Until       time.Time
+}
+
+// Query is one search.
+type Query struct {
+	Text   string
+	Vector []float32
+	Alpha  float64 // 0 = BM25 only ... 1 = vector only
+	Fusion Fusion  // default RelativeScore
+	Limit  int     // default 10, at most MaxLimit
+	Filter Filter
+}
+
+// MaxLimit caps results per search.
+const MaxLimit = 1000
+
+// Normalize checks q and fills its defaults.
+func (q *Query) Normalize() error {
+	q.Fusion = cmp.Or(q.Fusion, RelativeScore)
+	q.Limit = cmp.Or(q.Limit, 10)
+	switch {
+	case q.Alpha < 0 || q.Alpha > 1:
+		return fmt.Errorf("%w: alpha: %v is not 0..1", ErrInvalid, q.Alpha)
+	case q.Fusion != RelativeScore && q.Fusion != Ranked:
+		return fmt.Errorf("%w: fusion: %q is not %s or %s", ErrInvalid, q.Fusion, RelativeScore, Ranked)
+	case q.Limit < 0 || q.Limit > MaxLimit:
+		return fmt.Errorf("%w: limit: %d is not 1..%d", ErrInvalid, q.Limit, MaxLimit)
+	}
+	return nil
+}
+
+// Hit is a search result.
+type Hit struct {
+	Chunk       Chunk   `json:"chunk"`
+	Score       float64 `json:"score"`
+	BM25Score   float64 `json:"bm25Score,omitempty"`
+	VectorScore float64 `json:"vectorScore,omitempty"`
+}
+
+// Index is one client's chunks.
+type Index interface {
+	// Upsert stores chunks, replacing any with the same ID.
+	Upsert(ctx context.Context, chunks ...Chunk) error
+	// Get returns the chunks with these IDs that exist, in the given order.
+	Get(ctx context.Context, ids ...string) ([]Chunk, error)
+	// SourceChunkIDs lists the IDs of a source's chunks.
+	SourceChunkIDs(ctx context.Context, sourceURN string) ([]string, error)
+	// Delete removes chunks by ID and returns how many existed.
+	Delete(ctx context.Context, ids ...string) (int, error)
+	// DeleteBySource removes a source's chunks.
+	DeleteBySource(ctx context.Context, sourceURN string) (int, error)
+	// DeleteByNode removes the chunks whose NodeKey is nodeKey.
+	DeleteByNode(ctx context.Context, nodeKey string) (int, error)
+	// BM25 ranks chunks by keyword relevance to q.Text.
+	BM25(ctx context.Context, q Query) ([]Hit, error)
+	// NearVector ranks chunks by cosine similarity to q.Vector.
+	NearVector(ctx context.Context, q Query) ([]Hit, error)
+	// Hybrid fuses BM25 and NearVector by q.Alpha and q.Fusion.
+	Hybrid(ctx context.Context, q Query) ([]Hit, error)
+	// Count returns how many chunks the client has.
+	Count(ctx context.Context) (int, error)
+}
+
+// Store holds every client's chunks.
+type Store interface {
+	For(client string) Index
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// ValidateChunk checks a chunk before it is stored; dim is the index's
+// vector dimension (0 = not fixed yet).
+func ValidateChunk(c Chunk, dim int) error {
+	switch {
+	case c.ID == "":
+		return fmt.Errorf("%w: chunk id: empty", ErrInvalid)
+	case strings.TrimSpace(c.Text) == "":
+		return fmt.Errorf("%w: chunk %s text: empty", ErrInvalid, c.ID)
+	case c.SourceURN == "":
+		return fmt.Errorf("%w: chunk %s sourceUrn: empty", ErrInvalid, c.ID)
+	case len(c.Vector) == 0:
+		return fmt.Errorf("%w: chunk %s vector: empty", ErrInvalid, c.ID)
+	case dim > 0 && len(c.Vector) != dim:
+		return fmt.Errorf("%w: chunk %s vector: %d dimensions, the index has %d", ErrInvalid, c.ID, len(c.Vector), dim)
+	}
+	return nil
+}
+
+// Candidates is how many results each side of a hybrid search retrieves
+// before fusion.
+func Candidates(limit int) int { return max(4*limit, 50) }
+
+// Fuse merges BM25 and vector results as Weaviate's hybrid search does and
+// returns the best limit hits. Both lists must be best first.
+func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
+	type acc struct {
+		hit  Hit
+		bm25 float64
+		vec  float64
+	}
+	merged := map[string]*acc{}
+	var order []string
+	add := func(hits []Hit, weight float64, isVector bool) {
+		lo, hi := scoreRange(hits, isVector)
+		for rank, h := range hits {
+			var s float64
+			switch fusion {
+			case Ranked:
+				s = weight / float64(60+rank+1)
+			default:
+				raw := h.BM25Score
+				if isVector {
+					raw = h.VectorScore
+				}
+				norm := 1.0
+				if hi > lo {
+					norm = (raw - lo) / (hi - lo)
+				}
+				s = weight * norm
+			}
+			a, ok := merged[h.Chunk.ID]
+			if !ok {
+				a = &acc{hit: h}
+				merged[h.Chunk.ID] = a
+				order = append(order, h.Chunk.ID)
+			}
+			if isVector {
+				a.vec, a.hit.VectorScore = s, h.VectorScore
+			} else {
+				a.bm25, a.hit.BM25Score = s, h.BM25Score
+			}
+		}
+	}
+	add(bm25, 1-alpha, false)
+	add(vector, alpha, true)
+	out := make([]Hit, 0, len(order))
+	for _, id := range order {
+		a := merged[id]
+		a.hit.Score = a.bm25 + a.vec
+		out = append(out, a.hit)
+	}
+	slices.SortStableFunc(out, func(a, b Hit) int {
+		if a.Score != b.Score {
+			return cmp.Compare(b.Score, a.Score)
+		}
+		return strings.Compare(a.Chunk.ID, b.Chunk.ID)
+	})
+	return out[:min(limit, len(out))]
+}
+
+func scoreRange(hits []Hit, isVector bool) (lo, hi float64) {
+	for i, h := range hits {
+		s := h.BM25Score
+		if isVector {
+			s = h.VectorScore
+		}
+		if i == 0 || s < lo {
+			lo = s
+		}
+		if i == 0 || s > hi {
+			hi = s
+		}
+	}
+	return lo, hi
+}
+
+// Matches reports whether c passes f.
+func (f Filter) Matches(c Chunk) bool {
+	if len(f.SourceTypes) > 0 && !slices.Contains(f.SourceTypes, c.SourceType) ||
+		len(f.Kinds) > 0 && !slices.Contains(f.Kinds, c.Kind) ||
+		f.SourceURN != "" && c.SourceURN != f.SourceURN ||
+		!f.Since.IsZero() && c.Timestamp.Before(f.Since) ||
+		!f.Until.IsZero() && !c.Timestamp.Before(f.Until) {
+		return false
+	}
+	if len(f.NodeTypes) == 0 {
+		return true
+	}
+	for _, r := range c.GraphRefs {
+		ns, _, _ := strings.Cut(r, ":")
+		if slices.Contains(f.NodeTypes, ns) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,373 @@
+// Package ragtest is the conformance suite every chunk backend passes.
+// Backends call Exercise with a constructor returning a fresh, empty store
+// per call, cleaned up with t.Cleanup.
+package ragtest
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// NewStore returns a fresh, empty store for one test.
+type NewStore func(t *testing.T) rag.Store
+
+// Exercise runs the suite.
+func Exercise(t *testing.T, newStore NewStore) {
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, s rag.Store)
+	}{
+		{"RoundTripAndReplace", testRoundTrip},
+		{"Deletes", testDeletes},
+		{"BM25", testBM25},
+		{"NearVector", testNearVector},
+		{"Hybrid", testHybrid},
+		{"Filters", testFilters},
+		{"ClientIsolation", testIsolation},
+		{"Validation", testValidation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// corpus: four chunks over two sources with 4-d vectors pointing at
+// distinct "topics" (axis 0 = databases, 1 = deploys, 2 = food, 3 = travel).
+func corpus() []rag.Chunk {
+	return []rag.Chunk{
+		{ID: "c-db", Text: "The database migration failed: the orders table index is corrupt.", GraphRefs: []string{"jira:ops-1", "person:ann"},
+			SourceURN: "jira:OPS-1", SourceType: "JIRA", Kind: "issue", NodeKey: "jira:ops-1", Timestamp: t0, Vector: []float32{1, 0.1, 0, 0}},
+		{ID: "c-deploy", Text: "Deploy of release 2.3 to production is scheduled for Friday; database changes included.", GraphRefs: []string{"release:2.3"},
+			SourceURN: "email:42", SourceType: "EMAIL", Kind: "body", NodeKey: "email:42", Timestamp: t0.Add(24 * time.Hour), Vector: []float32{0.3, 1, 0, 0}},
+		{ID: "c-food", Text: "Team lunch at the café on Thursday: crêpes and coffee.", GraphRefs: []string{"event:lunch"},
+			SourceURN: "email:43", SourceType: "EMAIL", Kind: "body", NodeKey: "email:43", Timestamp: t0.Add(48 * time.Hour), Vector: []float32{0, 0, 1, 0.2}},
+		{ID: "c-travel", Text: "Flights to Lisbon booked for the offsite; reviews of hotels attached.", GraphRefs: []string{"person:bob"},
+			SourceURN: "email:43", SourceType: "EMAIL", Kind: "attachment", NodeKey: "email:43", Timestamp: t0.Add(72 * time.Hour), Vector: []float32{0, 0, 0.2, 1}},
+	}
+}
+
+func load(t *testing.T, s rag.Store, client string) rag.Index {
+	t.Helper()
+	x := s.For(client)
+	if err := x.Upsert(t.Context(), corpus()...); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func ids(hits []rag.Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.Chunk.ID
+	}
+	return out
+}
+
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testRoundTrip(t *testing.T, s rag.Store) {
+	x := load(t, s, "acme")
+	ctx := t.Context()
+	got, err := x.Get(ctx, "c-travel", "nope", "c-db")
+	check(t, err)
+	if len(got) != 2 || got[0].ID != "c-travel" || got[1].ID != "c-db" {
+		t.Fatalf("get order: %v", got)
+	}
+	db := got[1]
+	want := corpus()[0]
+	if db.Text != want.Text || !slices.Equal(db.GraphRefs, want.GraphRefs) || db.SourceURN != want.SourceURN || db.SourceType != "JIRA" ||
+		db.Kind != "issue" || db.NodeKey != "jira:ops-1" || !db.Timestamp.Equal(t0) || len(db.Vector) != 4 {
+		t.Fatalf("round trip: %+v", db)
+	}
+	// Vectors come back unit length (cosine similarity is a dot product).
+	var norm float64
+	for _, v := range db.Vector {
+		norm += float64(v) * float64(v)
+	}
+	if math.Abs(norm-1) > 1e-4 {
+		t.Fatalf("vector norm² %v", norm)
+	}
+	// Upserting again is a no-op; a changed text replaces the old one in BM25.
+	check(t, x.Upsert(ctx, corpus()...))
+	if n, _ := x.Count(ctx); n != 4 {
+		t.Fatalf("count after re-upsert: %d", n)
+	}
+	changed := corpus()[2]
+	changed.Text = "Team dinner at the bistro on Thursday."
+	check(t, x.Upsert(ctx, changed))
+	if hits, _ := x.BM25(ctx, rag.Query{Text: "crêpes"}); len(hits) != 0 {
+		t.Fatalf("old text still matches: %v", ids(hits))
+	}
+	if hits, _ := x.BM25(ctx, rag.Query{Text: "bistro"}); !slices.Equal(ids(hits), []string{"c-food"}) {
+		t.Fatalf("new text: %v", ids(hits))
+	}
+	if n, _ := x.Count(ctx); n != 4 {
+		t.Fatalf("count after replace: %d", n)
+	}
+}
+
+func testDeletes(t *testing.T, s rag.Store) {
+	x := load(t, s, "acme")
+	ctx := t.Context()
+	src, err := x.SourceChunkIDs(ctx, "email:43")
+	check(t, err)
+	if !slices.Equal(src, []string{"c-food", "c-travel"}) {
+		t.Fatalf("source chunks: %v", src)
+	}
+	n, err := x.DeleteBySource(ctx, "email:43")
+	check(t, err)
+	if n != 2 {
+		t.Fatalf("deleted %d by source", n)
+	}
+	if hits, _ := x.BM25(ctx, rag.Query{Text: "lisbon"}); len(hits) != 0 {
+		t.Fatalf("deleted chunk still found by BM25")
+	}
+	if hits, _ := x.NearVector(ctx, rag.Query{Vector: []float32{0, 0, 0, 1}, Limit: 10}); slices.Contains(ids(hits), "c-travel") {
+		t.Fatalf("deleted chunk still found by vector: %v", ids(hits))
+	}
+	n, err = x.DeleteByNode(ctx, "jira:ops-1")
+	check(t, err)
+	if n != 1 {
+		t.Fatalf("deleted %d by node", n)
+	}
+	n, err = x.Delete(ctx, "c-deploy", "missing")
+	check(t, err)
+	if n != 1 {
+		t.Fatalf("deleted %d by id", n)
+	}
+	if c, _ := x.Count(ctx); c != 0 {
+		t.Fatalf("left %d", c)
+	}
+	if n, err := x.Delete(ctx); err != nil || n != 0 {
+		t.Fatalf("delete nothing: %d %v", n, err)
+	}
+}
+
+func testBM25(t *testing.T, s rag.Store) {
+	x := load(t, s, "acme")
+	ctx := t.Context()
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"database", []string{"c-db", "c-deploy"}}, // two mentions beat one
+		{"orders index corrupt", []string{"c-db"}},
+		{"cafe creperie crepes", []string{"c-food"}}, // accents removed
+		{"review", []string{"c-travel"}},             // stemming: "reviews"
+		{"the of and", nil},                          // only stop words
+		{"", nil},
+		{"kubernetes", nil},
+	} {
+		hits, err := x.BM25(ctx, rag.Query{Text: tc.query})
+		check(t, err)
+		if got := ids(hits); !slices.Equal(got, tc.want) {
+			t.Errorf("BM25(%q) = %v, want %v", tc.query, got, tc.want)
+		}
+		for i := 1; i < len(hits); i++ {
+			if hits[i].Score > hits[i-1].Score || hits[i].BM25Score <= 0 {
+				t.Errorf("BM25(%q) scores not descending/positive: %v", tc.query, hits)
+			}
+		}
+	}
+	hits, err := x.BM25(ctx, rag.Query{Text: "database", Limit: 1})
+	check(t, err)
+	if len(hits) != 1 {
+		t.Fatalf("limit 1: %d", len(hits))
+	}
+}
+
+func testNearVector(t *testing.T, s rag.Store) {
+	x := load(t, s, "acme")
+	ctx := t.Context()
+	hits, err := x.NearVector(ctx, rag.Query{Vector: []float32{0.9, 0.5, 0, 0}, Limit: 2})
+	check(t, err)
+	if !slices.Equal(ids(hits), []string{"c-db", "c-deploy"}) || hits[0].Chunk.Text == "" || hits[0].VectorScore <= hits[1].VectorScore {
+		t.Fatalf("near vector: %+v", hits)
+	}
+	// Magnitude does not matter: cosine.
+	big, err := x.NearVector(ctx, rag.Query{Vector: []float32{90, 50, 0, 0}, Limit: 2})
+	check(t, err)
+	if !slices.Equal(ids(big), ids(hits)) || math.Abs(big[0].VectorScore-hits[0].VectorScore) > 1e-5 {
+		t.Fatalf("scaled query: %+v", big)
+	}
+	if _, err := x.NearVector(ctx, rag.Query{Vector: []float32{1, 2, 3}}); !errors.Is(err, rag.ErrInvalid) {
+		t.Fatalf("wrong dimension: %v", err)
+	}
+}
+
+func testHybrid(t *testing.T, s rag.Store) {
+	x := load(t, s, "acme")
+	ctx := t.Context()
+	// The text says "database" (c-db, c-deploy); the vector points at travel.
+	q := rag.Query{Text: "database", Vector: []float32{0, 0, 0.1, 1}, Limit: 4}
+	q.Alpha = 0
+	kw, err := x.Hybrid(ctx, q)
+	check(t, err)
+	if !slices.Equal(ids(kw), []string{"c-db", "c-deploy"}) {
+		t.Fatalf("alpha 0 (BM25 only): %v", ids(kw))
+	}
+	q.Alpha = 1
+	vec, err := x.Hybrid(ctx, q)
+	check(t, err)
+	if len(vec) == 0 || vec[0].Chunk.ID != "c-travel" {
+		t.Fatalf("alpha 1 (vector only): %v", ids(vec))
+	}
+	// relativeScore at 0.5: c-db is top of BM25 (1.0·0.5) and bottom of the
+	// vector list; c-travel is top of vector (1.0·0.5) and absent from BM25.
+	q.Alpha = 0.5
+	mixed, err := x.Hybrid(ctx, q)
+	check(t, err)
+	top := ids(mixed)[:2]
+	slices.Sort(top)
+	if !slices.Equal(top, []string{"c-db", "c-travel"}) || math.Abs(mixed[0].Score-0.5) > 1e-9 {
+		t.Fatalf("alpha 0.5 relativeScore: %v scores %v", ids(mixed), mixed)
+	}
+	for _, h := range mixed {
+		if h.Score < 0 || h.Score > 1 {
+			t.Fatalf("relativeScore out of 0..1: %v", h)
+		}
+	}
+	q.Fusion = rag.Ranked
+	ranked, err := x.Hybrid(ctx, q)
+	check(t, err)
+	// RRF: both lists' first places score 0.5/61; c-db is also ranked in the
+	// vector list, so it wins.
+	if ranked[0].Chunk.ID != "c-db" || math.Abs(ranked[0].Score-(0.5/61+0.5/(60+float64(rankIn(vec, "c-db"))))) > 1e-9 {
+		t.Fatalf("ranked fusion: %v %v", ids(ranked), ranked[0].Score)
+	}
+}
+
+func rankIn(hits []rag.Hit, id string) int {
+	for i, h := range hits {
+		if h.Chunk.ID == id {
+			return i + 1
+		}
+	}
+	return 1 << 30
+}
+
+func testFilters(t *testing.T, s rag.Store) {
+	x := load(t, s, "acme")
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name string
+		f    rag.Filter
+		want []string // sorted
+	}{
+		{"source type", rag.Filter{SourceTypes: []string{"JIRA"}}, []string{"c-db"}},
+		{"kind", rag.Filter{Kinds: []string{"attachment", "issue"}}, []string{"c-db", "c-travel"}},
+		{"node type", rag.Filter{NodeTypes: []string{"person"}}, []string{"c-db", "c-travel"}},
+		{"source", rag.Filter{SourceURN: "email:43"}, []string{"c-food", "c-travel"}},
+		{"since", rag.Filter{Since: t0.Add(48 * time.Hour)}, []string{"c-food", "c-travel"}},
+		{"until", rag.Filter{Until: t0.Add(24 * time.Hour)}, []string{"c-db"}},
+		{"combined", rag.Filter{SourceTypes: []string{"EMAIL"}, Until: t0.Add(60 * time.Hour)}, []string{"c-deploy", "c-food"}},
+	} {
+		text := "database deploy lunch flights orders crêpes lisbon release"
+		for _, mode := range []string{"bm25", "vector", "hybrid"} {
+			q := rag.Query{Text: text, Vector: []float32{1, 1, 1, 1}, Limit: 10, Alpha: 0.5, Filter: tc.f}
+			var hits []rag.Hit
+			var err error
+			switch mode {
+			case "bm25":
+				hits, err = x.BM25(ctx, q)
+			case "vector":
+				hits, err = x.NearVector(ctx, q)
+			default:
+				hits, err = x.Hybrid(ctx, q)
+			}
+			check(t, err)
+			got := ids(hits)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s %s: %v, want %v", tc.name, mode, got, tc.want)
+			}
+		}
+	}
+}
+
+func testIsolation(t *testing.T, s rag.Store) {
+	ctx := t.Context()
+	a := load(t, s, "acme")
+	b := s.For("globex")
+	if got, _ := b.Get(ctx, "c-db"); len(got) != 0 {
+		t.Fatal("globex gets acme's chunk")
+	}
+	for name, search := range map[string]func(rag.Query) ([]rag.Hit, error){
+		"bm25": func(q rag.Query) ([]rag.Hit, error) { return b.BM25(ctx, q) }, "vector": func(q rag.Query) ([]rag.Hit, error) { return b.NearVector(ctx, q) },
+		"hybrid": func(q rag.Query) ([]rag.Hit, error) { return b.Hybrid(ctx, q) },
+	} {
+		hits, err := search(rag.Query{Text: "database", Vector: []float32{1, 0, 0, 0}, Alpha: 0.5})
+		check(t, err)
+		if len(hits) != 0 {
+			t.Errorf("globex %s search sees acme: %v", name, ids(hits))
+		}
+	}
+	if n, _ := b.Count(ctx); n != 0 {
+		t.Fatalf("globex count %d", n)
+	}
+	if n, _ := b.DeleteBySource(ctx, "jira:OPS-1"); n != 0 {
+		t.Fatalf("globex deleted %d of acme's chunks", n)
+	}
+	// Same chunk ID in another client is a different chunk.
+	other := corpus()[0]
+	other.Text = "globex's own text about database backups"
+	check(t, b.Upsert(ctx, other))
+	ga, _ := a.Get(ctx, "c-db")
+	gb, _ := b.Get(ctx, "c-db")
+	if ga[0].Text == gb[0].Text {
+		t.Fatal("clients share a chunk")
+	}
+	if n, _ := a.Count(ctx); n != 4 {
+		t.Fatalf("acme count %d", n)
+	}
+	if _, err := s.For("Bad Client!").Count(ctx); !errors.Is(err, rag.ErrInvalid) {
+		t.Fatalf("invalid client: %v", err)
+	}
+}
+
+func testValidation(t *testing.T, s rag.Store) {
+	x := load(t, s, "acme")
+	ctx := t.Context()
+	good := corpus()[0]
+	for name, mutate := range map[string]func(*rag.Chunk){
+		"no id":       func(c *rag.Chunk) { c.ID = "" },
+		"blank text":  func(c *rag.Chunk) { c.Text = " \n\t" },
+		"no source":   func(c *rag.Chunk) { c.SourceURN = "" },
+		"no vector":   func(c *rag.Chunk) { c.Vector = nil },
+		"wrong dims":  func(c *rag.Chunk) { c.ID = "other"; c.Vector = []float32{1, 2} },
+		"mixed batch": func(c *rag.Chunk) { c.Vector = append(c.Vector, 9) },
+	} {
+		c := good
+		mutate(&c)
+		batch := []rag.Chunk{c}
+		if name == "mixed batch" || name == "wrong dims" {
+			batch = []rag.Chunk{good, c}
+		}
+		if err := x.Upsert(ctx, batch...); !errors.Is(err, rag.ErrInvalid) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+	for name, q := range map[string]rag.Query{
+		"alpha":  {Text: "x", Alpha: 1.5},
+		"fusion": {Text: "x", Fusion: "max"},
+		"limit":  {Text: "x", Limit: rag.MaxLimit + 1},
+	} {
+		if _, err := x.Hybrid(ctx, q); !errors.Is(err, rag.ErrInvalid) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}

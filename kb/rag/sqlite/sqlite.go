@@ -1,0 +1,544 @@
+// Package sqlite is the embedded chunk backend: chunks in one SQLite file,
+// BM25 through one contentless FTS5 table per client (porter stemming,
+// unicode61 with diacritics removed, so "cafe" finds "café" and "reviews"
+// finds "review"), vectors stored with the chunks and scanned exactly in
+// memory.
+//
+// Each client's vectors are loaded on its first vector search and kept in
+// step with this process's writes. A per-client generation counter, bumped
+// in every write transaction, tells a process when another one changed the
+// client's chunks, and the vectors are reloaded.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// FileName is the database file in a data directory.
+const FileName = "chunks.db"
+
+var migrations = []string{`
+CREATE TABLE chunks (
+	seq         INTEGER PRIMARY KEY,
+	client      TEXT NOT NULL,
+	id          TEXT NOT NULL,
+	text        TEXT NOT NULL,
+	graph_refs  TEXT NOT NULL,
+	source_urn  TEXT NOT NULL,
+	source_type TEXT NOT NULL,
+	kind        TEXT NOT NULL,
+	node_key    TEXT NOT NULL,
+	ts          INTEGER NOT NULL,
+	vector      BLOB NOT NULL,
+	UNIQUE (client, id)
+) STRICT;
+CREATE INDEX chunks_source ON chunks (client, source_urn);
+CREATE INDEX chunks_node ON chunks (client, node_key);
+CREATE TABLE generations (client TEXT PRIMARY KEY, gen INTEGER NOT NULL) STRICT;
+`}
+
+// Store holds every client's chunks.
+type Store struct {
+	db *sqlitedb.DB
+
+	mu      sync.Mutex
+	indexes map[string]*vectors // per client
+	fts     sync.Map            // client → true once its FTS table exists
+}
+
+var _ rag.Store = (*Store)(nil)
+
+// Open opens (creating when missing) the chunk database at path.
+func Open(ctx context.Context, path string) (*Store, error) {
+	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: migrations})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, indexes: map[string]*vectors{}}, nil
+}
+
+// Ping implements rag.Store.
+func (s *Store) Ping(ctx context.Context) error { return s.db.Ping(ctx) }
+
+// Close implements rag.Store.
+func (s *Store) Close() error { return s.db.Close() }
+
+var clientPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// For implements rag.Store. A client ID that could not name a table gives an
+// Index whose every call fails with rag.ErrInvalid.
+func (s *Store) For(client string) rag.Index {
+	x := &index{s: s, client: client}
+	if !clientPattern.MatchString(client) {
+		x.err = fmt.Errorf("%w: client: %q must match %s", rag.ErrInvalid, client, clientPattern)
+	}
+	return x
+}
+
+func (s *Store) vectorsOf(client string) *vectors {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.indexes[client]
+	if v == nil {
+		v = &vectors{gen: -1}
+		s.indexes[client] = v
+	}
+	return v
+}
+
+type index struct {
+	s      *Store
+	client string
+	err    error
+}
+
+func (x *index) table() string { return `"fts_` + x.client + `"` }
+
+// ensureFTS creates the client's FTS table on first use.
+func (x *index) ensureFTS(ctx context.Context) error {
+	if _, ok := x.s.fts.Load(x.client); ok {
+		return nil
+	}
+	err := x.s.db.Write(ctx, "create fts", func(tx sqlitedb.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE IF NOT EXISTS `+x.table()+
+			` USING fts5(text, content='', contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2')`)
+		return err
+	})
+	if err == nil {
+		x.s.fts.Store(x.client, true)
+	}
+	return err
+}
+
+// bump increments the client's generation in tx and returns it.
+func (x *index) bump(ctx context.Context, tx sqlitedb.Tx) (int64, error) {
+	var gen int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO generations (client, gen) VALUES (?, 1)
+		ON CONFLICT (client) DO UPDATE SET gen = gen + 1 RETURNING gen`, x.client).Scan(&gen)
+	return gen, err
+}
+
+// Upsert implements rag.Index.
+func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
+	if x.err != nil {
+		return x.err
+	}
+	if len(chunks) == 0 {
+		return nil
+	}
+	dim := len(chunks[0].Vector)
+	for _, c := range chunks {
+		if err := rag.ValidateChunk(c, dim); err != nil {
+			return err
+		}
+	}
+	if err := x.ensureFTS(ctx); err != nil {
+		return err
+	}
+	normalized := make([][]float32, len(chunks))
+	for i, c := range chunks {
+		normalized[i] = normalize(c.Vector)
+	}
+	var gen int64
+	err := x.s.db.Write(ctx, "upsert chunks", func(tx sqlitedb.Tx) error {
+		for i, c := range chunks {
+			refs, _ := json.Marshal(nonNil(c.GraphRefs))
+			var old int64
+			var oldText string
+			err := tx.QueryRowContext(ctx, `SELECT seq, text FROM chunks WHERE client = ? AND id = ?`, x.client, c.ID).Scan(&old, &oldText)
+			switch {
+			case err == sql.ErrNoRows:
+				res, err := tx.ExecContext(ctx, `INSERT INTO chunks (client, id, text, graph_refs, source_urn, source_type, kind, node_key, ts, vector)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, x.client, c.ID, c.Text, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey,
+					sqlitedb.Micros(c.Timestamp), encode(normalized[i]))
+				if err != nil {
+					return err
+				}
+				seq, _ := res.LastInsertId()
+				if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, text) VALUES (?, ?)`, seq, c.Text); err != nil {
+					return err
+				}
+			case err != nil:
+				return err
+			default:
+				if _, err := tx.ExecContext(ctx, `UPDATE chunks SET text = ?, graph_refs = ?, source_urn = ?, source_type = ?, kind = ?, node_key = ?, ts = ?, vector = ?
+					WHERE seq = ?`, c.Text, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
+					return err
+				}
+				if oldText != c.Text {
+					if _, err := tx.ExecContext(ctx, `DELETE FROM `+x.table()+` WHERE rowid = ?`, old); err != nil {
+						return err
+					}
+					if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, text) VALUES (?, ?)`, old, c.Text); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		var err error
+		gen, err = x.bump(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	v := x.s.vectorsOf(x.client)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.gen == gen-1 {
+		for i, c := range chunks {
+			v.put(c, normalized[i])
+		}
+		v.gen = gen
+	} else {
+		v.gen = -1 // someone else wrote in between: reload on next search
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+const chunkColumns = `id, text, graph_refs, source_urn, source_type, kind, node_key, ts`
+
+func scanChunk(rows *sql.Rows, withVector bool) (rag.Chunk, error) {
+	var c rag.Chunk
+	var refs string
+	var ts int64
+	dest := []any{&c.ID, &c.Text, &refs, &c.SourceURN, &c.SourceType, &c.Kind, &c.NodeKey, &ts}
+	var vec []byte
+	if withVector {
+		dest = append(dest, &vec)
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal([]byte(refs), &c.GraphRefs); err != nil {
+		return c, fmt.Errorf("chunk %s graph refs: %w", c.ID, err)
+	}
+	c.Timestamp = sqlitedb.Time(ts)
+	if withVector {
+		c.Vector = decode(vec)
+	}
+	return c, nil
+}
+
+// Get implements rag.Index.
+func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	list, _ := json.Marshal(ids)
+	rows, err := x.s.db.R.QueryContext(ctx, `SELECT `+chunkColumns+`, vector FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, string(list))
+	if err != nil {
+		return nil, x.s.db.Explain("get chunks", err)
+	}
+	defer rows.Close()
+	byID := map[string]rag.Chunk{}
+	for rows.Next() {
+		c, err := scanChunk(rows, true)
+		if err != nil {
+			return nil, err
+		}
+		byID[c.ID] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]rag.Chunk, 0, len(byID))
+	for _, id := range ids {
+		if c, ok := byID[id]; ok {
+			out = append(out, c)
+			delete(byID, id)
+		}
+	}
+	return out, nil
+}
+
+// SourceChunkIDs implements rag.Index.
+func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	rows, err := x.s.db.R.QueryContext(ctx, `SELECT id FROM chunks WHERE client = ? AND source_urn = ? ORDER BY id`, x.client, sourceURN)
+	if err != nil {
+		return nil, x.s.db.Explain("source chunks", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// Delete implements rag.Index.
+func (x *index) Delete(ctx context.Context, ids ...string) (int, error) {
+	list, _ := json.Marshal(nonNil(ids))
+	return x.deleteWhere(ctx, `id IN (SELECT value FROM json_each(?))`, string(list))
+}
+
+// DeleteBySource implements rag.Index.
+func (x *index) DeleteBySource(ctx context.Context, sourceURN string) (int, error) {
+	return x.deleteWhere(ctx, `source_urn = ?`, sourceURN)
+}
+
+// DeleteByNode implements rag.Index.
+func (x *index) DeleteByNode(ctx context.Context, nodeKey string) (int, error) {
+	return x.deleteWhere(ctx, `node_key = ?`, nodeKey)
+}
+
+func (x *index) deleteWhere(ctx context.Context, where string, arg any) (int, error) {
+	if x.err != nil {
+		return 0, x.err
+	}
+	if err := x.ensureFTS(ctx); err != nil {
+		return 0, err
+	}
+	var ids []string
+	var gen int64
+	err := x.s.db.Write(ctx, "delete chunks", func(tx sqlitedb.Tx) error {
+		ids = ids[:0]
+		rows, err := tx.QueryContext(ctx, `SELECT seq, id FROM chunks WHERE client = ? AND `+where, x.client, arg)
+		if err != nil {
+			return err
+		}
+		var seqs []int64
+		for rows.Next() {
+			var seq int64
+			var id string
+			if err := rows.Scan(&seq, &id); err != nil {
+				rows.Close()
+				return err
+			}
+			seqs, ids = append(seqs, seq), append(ids, id)
+		}
+		rows.Close()
+		for _, seq := range seqs {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+x.table()+` WHERE rowid = ?`, seq); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM chunks WHERE seq = ?`, seq); err != nil {
+				return err
+			}
+		}
+		if len(seqs) == 0 {
+			return nil
+		}
+		gen, err = x.bump(ctx, tx)
+		return err
+	})
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	v := x.s.vectorsOf(x.client)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.gen == gen-1 {
+		for _, id := range ids {
+			v.remove(id)
+		}
+		v.gen = gen
+	} else {
+		v.gen = -1
+	}
+	return len(ids), nil
+}
+
+// Count implements rag.Index.
+func (x *index) Count(ctx context.Context) (int, error) {
+	if x.err != nil {
+		return 0, x.err
+	}
+	var n int
+	err := x.s.db.R.QueryRowContext(ctx, `SELECT count(*) FROM chunks WHERE client = ?`, x.client).Scan(&n)
+	return n, x.s.db.Explain("count chunks", err)
+}
+
+// filterSQL renders f as conditions on chunks aliased c.
+func filterSQL(f rag.Filter) (string, []any) {
+	var conds []string
+	var args []any
+	in := func(col string, vals []string) {
+		if len(vals) > 0 {
+			b, _ := json.Marshal(vals)
+			conds = append(conds, col+` IN (SELECT value FROM json_each(?))`)
+			args = append(args, string(b))
+		}
+	}
+	in("c.source_type", f.SourceTypes)
+	in("c.kind", f.Kinds)
+	if f.SourceURN != "" {
+		conds = append(conds, "c.source_urn = ?")
+		args = append(args, f.SourceURN)
+	}
+	if !f.Since.IsZero() {
+		conds = append(conds, "c.ts >= ?")
+		args = append(args, sqlitedb.Micros(f.Since))
+	}
+	if !f.Until.IsZero() {
+		conds = append(conds, "c.ts < ?")
+		args = append(args, sqlitedb.Micros(f.Until))
+	}
+	if len(f.NodeTypes) > 0 {
+		b, _ := json.Marshal(f.NodeTypes)
+		conds = append(conds, `EXISTS (SELECT 1 FROM json_each(c.graph_refs) r WHERE substr(r.value, 1, instr(r.value, ':') - 1) IN (SELECT value FROM json_each(?)))`)
+		args = append(args, string(b))
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " AND " + strings.Join(conds, " AND "), args
+}
+
+// BM25 implements rag.Index.
+func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	if err := q.Normalize(); err != nil {
+		return nil, err
+	}
+	match := MatchExpression(q.Text)
+	if match == "" {
+		return nil, nil
+	}
+	if err := x.ensureFTS(ctx); err != nil {
+		return nil, err
+	}
+	cond, args := filterSQL(q.Filter)
+	t := x.table()
+	rows, err := x.s.db.R.QueryContext(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -bm25(`+t+`)
+		FROM `+t+` JOIN chunks c ON c.seq = `+t+`.rowid
+		WHERE `+t+` MATCH ? AND c.client = ?`+cond+` ORDER BY bm25(`+t+`) LIMIT ?`, append(append([]any{match, x.client}, args...), q.Limit)...)
+	if err != nil {
+		return nil, x.s.db.Explain("bm25", err)
+	}
+	defer rows.Close()
+	var hits []rag.Hit
+	for rows.Next() {
+		var h rag.Hit
+		var refs string
+		var ts int64
+		if err := rows.Scan(&h.Chunk.ID, &h.Chunk.Text, &refs, &h.Chunk.SourceURN, &h.Chunk.SourceType, &h.Chunk.Kind, &h.Chunk.NodeKey, &ts, &h.BM25Score); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(refs), &h.Chunk.GraphRefs); err != nil {
+			return nil, err
+		}
+		h.Chunk.Timestamp = sqlitedb.Time(ts)
+		h.Score = h.BM25Score
+		hits = append(hits, h)
+	}
+	return hits, rows.Err()
+}
+
+// Hybrid implements rag.Index.
+func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	if err := q.Normalize(); err != nil {
+		return nil, err
+	}
+	sub := q
+	sub.Limit = rag.Candidates(q.Limit)
+	var kw, vec []rag.Hit
+	var err error
+	if q.Alpha < 1 {
+		if kw, err = x.BM25(ctx, sub); err != nil {
+			return nil, err
+		}
+	}
+	if q.Alpha > 0 {
+		if vec, err = x.NearVector(ctx, sub); err != nil {
+			return nil, err
+		}
+	}
+	return rag.Fuse(kw, vec, q.Alpha, q.Fusion, q.Limit), nil
+}
+
+// isStopWord reports words left out of BM25 queries: they match nearly
+// every chunk and only cost time.
+func isStopWord(w string) bool {
+	switch w {
+	case "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have", "he", "her", "his",
+		"i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "she", "so",
+		"that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "was", "we", "were", "what",
+		"when", "where", "which", "who", "why", "will", "with", "would", "you", "your", "do", "does", "did", "can",
+		"could", "should", "about", "how":
+		return true
+	}
+	return false
+}
+
+// MatchExpression turns free text into an FTS5 query: the distinct words
+// (letters and digits) that are not stop words, each quoted, OR-ed; at most
+// 32 of them.
+func MatchExpression(text string) string {
+	seen := map[string]bool{}
+	var terms []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if isStopWord(w) || seen[w] || len(terms) == 32 {
+			continue
+		}
+		seen[w] = true
+		terms = append(terms, `"`+w+`"`)
+	}
+	return strings.Join(terms, " OR ")
+}
+
+func normalize(v []float32) []float32 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	out := make([]float32, len(v))
+	if sum == 0 {
+		return out
+	}
+	inv := float32(1 / math.Sqrt(sum))
+	for i, x := range v {
+		out[i] = x * inv
+	}
+	return out
+}
+
+func encode(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func decode(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}

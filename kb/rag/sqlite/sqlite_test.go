@@ -1,0 +1,69 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/jervis-dev/jervis/kb/rag"
+	"github.com/jervis-dev/jervis/kb/rag/ragtest"
+	"github.com/jervis-dev/jervis/kb/rag/sqlite"
+)
+
+func open(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ragtest.Exercise(t, func(t *testing.T) rag.Store { return open(t, filepath.Join(t.TempDir(), sqlite.FileName)) })
+}
+
+// Two stores on one file stand for two processes: vectors one writes are
+// seen by the other's next vector search.
+func TestVectorsFollowAnotherProcessWrites(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	a, b := open(t, path).For("acme"), open(t, path).For("acme")
+	ctx := t.Context()
+	c := rag.Chunk{ID: "1", Text: "first", SourceURN: "s", Vector: []float32{1, 0}}
+	if err := a.Upsert(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if hits, _ := b.NearVector(ctx, rag.Query{Vector: []float32{1, 0}}); len(hits) != 1 {
+		t.Fatalf("b sees %d", len(hits))
+	}
+	c2 := rag.Chunk{ID: "2", Text: "second", SourceURN: "s", Vector: []float32{0, 1}}
+	if err := a.Upsert(ctx, c2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Delete(ctx, "1"); err != nil {
+		t.Fatal(err)
+	}
+	hits, err := b.NearVector(ctx, rag.Query{Vector: []float32{1, 0}, Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) != 1 || hits[0].Chunk.ID != "2" {
+		t.Fatalf("b after a's writes: %+v", hits)
+	}
+}
+
+func TestMatchExpression(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"What is the status of OPS-12?": `"status" OR "ops" OR "12"`,
+		`"; DROP TABLE chunks; --`:      `"drop" OR "table" OR "chunks"`,
+		"café CAFÉ Café":                `"café"`,
+		"the a of":                      ``,
+	} {
+		if got := sqlite.MatchExpression(in); got != want {
+			t.Errorf("MatchExpression(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
