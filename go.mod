@@ -3,6 +3,7 @@ module github.com/jervis-dev/jervis
 go 1.26.0
 
 require (
+	github.com/google/uuid v1.6.0
 	github.com/ollama/ollama v0.17.4
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
@@ -15,7 +16,6 @@ require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/buger/jsonparser v1.1.1 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/kr/pretty v0.3.0 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect

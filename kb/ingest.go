@@ -1,0 +1,359 @@
+package kb
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/embed"
+	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// Errors Ingest returns for content it will not index.
+var (
+	ErrEmptyContent = errors.New("content is empty")
+	ErrBinary       = errors.New("content is not text")
+	ErrTooLarge     = errors.New("content is too large")
+)
+
+// Confidence by origin, for edges whose caller does not set one.
+const (
+	ConfidenceMetadata = 1.0
+	ConfidenceSyntax   = 0.9
+	ConfidenceMention  = 0.6
+	embedBatch         = 64
+)
+
+// Config wires a KB.
+type Config struct {
+	Graph    graph.Store
+	Chunks   rag.Store
+	Embedder embed.Embedder
+	Aliases  store.Aliases
+	// MaxContentBytes refuses bigger documents (default 16 MiB).
+	MaxContentBytes int
+}
+
+// KB is the knowledge base: ingest and search over one graph and one chunk
+// store, per client.
+type KB struct {
+	graph    graph.Store
+	chunks   rag.Store
+	embedder embed.Embedder
+	resolver *Resolver
+	maxBytes int
+}
+
+// New returns a KB.
+func New(cfg Config) *KB {
+	return &KB{
+		graph: cfg.Graph, chunks: cfg.Chunks, embedder: cfg.Embedder, resolver: NewResolver(cfg.Aliases),
+		maxBytes: cmp.Or(cfg.MaxContentBytes, 16<<20),
+	}
+}
+
+// Resolver returns the KB's ref resolver.
+func (k *KB) Resolver() *Resolver { return k.resolver }
+
+// MetaRelation is a relationship a caller knows from structured fields (an
+// email's sender, a Jira assignee). Evidence, when set, is text of Content
+// that supports it; the chunk holding it becomes the edge's evidence (the
+// first chunk otherwise).
+type MetaRelation struct {
+	From, Type, To string
+	Origin         graph.Origin // default metadata
+	Confidence     float64      // default by origin
+	Evidence       string
+}
+
+// IngestRequest is one source version to index.
+type IngestRequest struct {
+	Client     string
+	MainNode   string         // ref of the document's own node, e.g. jira:TASK-123
+	Props      map[string]any // properties of the main node
+	Content    string
+	Relations  []MetaRelation
+	SourceURN  string // identifies the source; a new version replaces its chunks (default MainNode)
+	SourceType string // EMAIL, JIRA, ...
+	Kind       string // chunk kind, e.g. "body"
+	ObservedAt time.Time
+}
+
+// IngestResult reports what Ingest wrote.
+type IngestResult struct {
+	MainNode      string        `json:"mainNode"`
+	Nodes         []string      `json:"nodes"`
+	Edges         []string      `json:"edges"`
+	Chunks        []string      `json:"chunks"`
+	RemovedChunks int           `json:"removedChunks"`
+	Removed       graph.Removed `json:"removed"`
+}
+
+// chunkNamespace seeds chunk UUIDs (UUIDv5).
+var chunkNamespace = uuid.MustParse("6f0e7d0a-3f7c-5e58-9d0e-4a1b2c3d4e5f")
+
+// ChunkID returns the deterministic ID of a chunk:
+// UUIDv5(client | nodeKey | ordinal | hash of the chunk's text).
+func ChunkID(client, nodeKey string, ordinal int, text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return uuid.NewSHA1(chunkNamespace, fmt.Appendf(nil, "%s|%s|%d|%s", client, nodeKey, ordinal, hex.EncodeToString(sum[:]))).String()
+}
+
+func defaultConfidence(o graph.Origin) float64 {
+	switch o {
+	case graph.OriginMetadata, graph.OriginUser:
+		return ConfidenceMetadata
+	case graph.OriginSyntax:
+		return ConfidenceSyntax
+	}
+	return 0.7 // llm
+}
+
+// validateContent refuses content Ingest cannot index, with the reason.
+func (k *KB) validateContent(s string) error {
+	switch {
+	case len(s) > k.maxBytes:
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(s), k.maxBytes)
+	case strings.TrimSpace(s) == "":
+		return ErrEmptyContent
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: invalid UTF-8", ErrBinary)
+	}
+	control := 0
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' && r != '\f' {
+			control++
+		}
+	}
+	if control*20 > utf8.RuneCountInString(s) {
+		return fmt.Errorf("%w: %d control characters", ErrBinary, control)
+	}
+	return nil
+}
+
+// Ingest indexes one source version: it chunks the content, finds
+// relationships and mentions, resolves every ref, embeds the chunks, stores
+// them with their graph refs, upserts nodes (with their chunks) and edges
+// (with the chunks that support them), and finally drops what an earlier
+// version of the same source had and this one does not. The order makes a
+// crash at any point harmless: running Ingest again completes it.
+// Ingesting the same content again changes nothing.
+func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error) {
+	var res IngestResult
+	if err := store.ValidateClientID(req.Client); err != nil {
+		return res, err
+	}
+	if err := k.validateContent(req.Content); err != nil {
+		return res, err
+	}
+	main, err := k.resolver.Resolve(ctx, req.Client, req.MainNode)
+	if err != nil {
+		return res, fmt.Errorf("main node: %w", err)
+	}
+	res.MainNode = main.String()
+	sourceURN := cmp.Or(req.SourceURN, main.String())
+	observed := req.ObservedAt
+	if observed.IsZero() {
+		observed = time.Now()
+	}
+	observed = observed.UTC().Truncate(time.Microsecond)
+
+	spans := Chunk(req.Content)
+	starts := make([]int, len(spans))
+	for i, s := range spans {
+		starts[i] = s.Start
+	}
+	chunkAt := func(offset int) int { // the last chunk starting at or before offset
+		return max(0, sort.SearchInts(starts, offset+1)-1)
+	}
+
+	// Relationships and mentions, resolved through aliases.
+	found, mentions := ParseRelations(req.Content, main)
+	type edgeAt struct {
+		graph.Edge
+		chunk int
+	}
+	var edges []edgeAt
+	refChunks := map[string]map[int]bool{} // node key → chunks it appears in
+	addRef := func(key string, chunk int) {
+		if refChunks[key] == nil {
+			refChunks[key] = map[int]bool{}
+		}
+		refChunks[key][chunk] = true
+	}
+	resolve := func(s string) (string, error) {
+		r, err := k.resolver.Resolve(ctx, req.Client, s)
+		return r.String(), err
+	}
+	for _, f := range found {
+		from, err1 := resolve(f.From)
+		to, err2 := resolve(f.To)
+		if err := errors.Join(err1, err2); err != nil {
+			return res, err
+		}
+		c := chunkAt(f.Offset)
+		addRef(from, c)
+		addRef(to, c)
+		edges = append(edges, edgeAt{graph.Edge{Type: f.Type, From: from, To: to, Confidence: ConfidenceSyntax, Origin: graph.OriginSyntax}, c})
+	}
+	for _, m := range mentions {
+		key, err := resolve(m.Ref.String())
+		if err != nil {
+			return res, err
+		}
+		c := chunkAt(m.Offset)
+		addRef(key, c)
+		if key != main.String() {
+			edges = append(edges, edgeAt{graph.Edge{Type: "mentions", From: main.String(), To: key, Confidence: ConfidenceMention, Origin: graph.OriginSyntax}, c})
+		}
+	}
+	for _, mr := range req.Relations {
+		from, err1 := resolve(mr.From)
+		to, err2 := resolve(mr.To)
+		if err := errors.Join(err1, err2); err != nil {
+			return res, fmt.Errorf("relation %s|%s|%s: %w", mr.From, mr.Type, mr.To, err)
+		}
+		typ := strings.ToLower(strings.TrimSpace(mr.Type))
+		if !edgeTypeRE.MatchString(typ) {
+			return res, fmt.Errorf("relation %s|%s|%s: %w: edge type must match %s", mr.From, mr.Type, mr.To, graph.ErrInvalid, edgeTypeExpr)
+		}
+		origin := cmp.Or(mr.Origin, graph.OriginMetadata)
+		conf := cmp.Or(mr.Confidence, defaultConfidence(origin))
+		c := 0
+		if mr.Evidence != "" {
+			if at := strings.Index(req.Content, mr.Evidence); at >= 0 {
+				c = chunkAt(at)
+			}
+		}
+		addRef(from, c)
+		addRef(to, c)
+		edges = append(edges, edgeAt{graph.Edge{Type: typ, From: from, To: to, Confidence: conf, Origin: origin}, c})
+	}
+
+	// Chunks: IDs, graph refs, vectors.
+	ids := make([]string, len(spans))
+	chunkRefs := make([][]string, len(spans))
+	for i, s := range spans {
+		ids[i] = ChunkID(req.Client, main.String(), i, s.Text)
+		chunkRefs[i] = []string{main.String()}
+	}
+	for key, cs := range refChunks {
+		for c := range cs {
+			if key != main.String() {
+				chunkRefs[c] = append(chunkRefs[c], key)
+			}
+		}
+	}
+	texts := make([]string, len(spans))
+	for i, s := range spans {
+		texts[i] = s.Text
+		slices.Sort(chunkRefs[i][1:])
+	}
+	vectors := make([][]float32, 0, len(spans))
+	for lo := 0; lo < len(texts); lo += embedBatch {
+		vs, err := k.embedder.Embed(ctx, texts[lo:min(len(texts), lo+embedBatch)])
+		if err != nil {
+			return res, fmt.Errorf("embed: %w", err)
+		}
+		vectors = append(vectors, vs...)
+	}
+	if len(vectors) != len(spans) {
+		return res, fmt.Errorf("embed: %d vectors for %d chunks", len(vectors), len(spans))
+	}
+	chunks := make([]rag.Chunk, len(spans))
+	for i, s := range spans {
+		chunks[i] = rag.Chunk{
+			ID: ids[i], Text: s.Text, GraphRefs: chunkRefs[i], SourceURN: sourceURN, SourceType: req.SourceType,
+			Kind: req.Kind, NodeKey: main.String(), Timestamp: observed, Vector: vectors[i],
+		}
+	}
+	index := k.chunks.For(req.Client)
+	previous, err := index.SourceChunkIDs(ctx, sourceURN)
+	if err != nil {
+		return res, err
+	}
+	if err := index.Upsert(ctx, chunks...); err != nil {
+		return res, fmt.Errorf("store chunks: %w", err)
+	}
+
+	// Graph: nodes with their chunks, then edges with their evidence.
+	g := k.graph.For(req.Client)
+	nodes := []graph.Node{{Key: main.String(), Type: main.Namespace, Props: req.Props, RAGChunks: ids, FirstSeen: observed, LastSeen: observed}}
+	keys := make([]string, 0, len(refChunks))
+	for key := range refChunks {
+		if key != main.String() {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		ns, _, _ := strings.Cut(key, ":")
+		n := graph.Node{Key: key, Type: ns, FirstSeen: observed, LastSeen: observed}
+		for c := range refChunks[key] {
+			n.RAGChunks = append(n.RAGChunks, ids[c])
+		}
+		slices.Sort(n.RAGChunks)
+		nodes = append(nodes, n)
+	}
+	if err := g.UpsertNodes(ctx, nodes...); err != nil {
+		return res, fmt.Errorf("store nodes: %w", err)
+	}
+	gEdges := make([]graph.Edge, 0, len(edges))
+	seenEdge := map[string]int{}
+	for _, e := range edges {
+		e.EvidenceChunkIDs = []string{ids[e.chunk]}
+		e.FirstSeen, e.LastSeen = observed, observed
+		if i, dup := seenEdge[e.Key()]; dup { // the same edge twice: merge evidence
+			ge := &gEdges[i]
+			if !slices.Contains(ge.EvidenceChunkIDs, ids[e.chunk]) {
+				ge.EvidenceChunkIDs = append(ge.EvidenceChunkIDs, ids[e.chunk])
+			}
+			if e.Confidence > ge.Confidence {
+				ge.Confidence, ge.Origin = e.Confidence, e.Origin
+			}
+			continue
+		}
+		seenEdge[e.Key()] = len(gEdges)
+		gEdges = append(gEdges, e.Edge)
+	}
+	if err := g.UpsertEdges(ctx, gEdges...); err != nil {
+		return res, fmt.Errorf("store edges: %w", err)
+	}
+
+	// What the previous version had and this one does not goes.
+	var stale []string
+	for _, id := range previous {
+		if !slices.Contains(ids, id) {
+			stale = append(stale, id)
+		}
+	}
+	if len(stale) > 0 {
+		if res.Removed, err = g.RemoveEvidence(ctx, stale); err != nil {
+			return res, fmt.Errorf("remove stale evidence: %w", err)
+		}
+		if res.RemovedChunks, err = index.Delete(ctx, stale...); err != nil {
+			return res, fmt.Errorf("remove stale chunks: %w", err)
+		}
+	}
+	for _, n := range nodes {
+		res.Nodes = append(res.Nodes, n.Key)
+	}
+	for _, e := range gEdges {
+		res.Edges = append(res.Edges, e.Key())
+	}
+	res.Chunks = ids
+	return res, nil
+}

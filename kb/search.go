@@ -1,0 +1,236 @@
+package kb
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// Search defaults.
+const (
+	DefaultAlpha    = 0.5
+	DefaultExpand   = 2
+	MaxExpand       = 3
+	DefaultMaxNodes = 30
+	maxEvidence     = 3 // evidence passages shown per relation
+)
+
+// SearchRequest is one query. Nil pointers take the defaults.
+type SearchRequest struct {
+	Client   string
+	Query    string
+	Alpha    *float64   // 0 = BM25 only … 1 = vector only (default DefaultAlpha)
+	Fusion   rag.Fusion // relativeScore (default) or ranked
+	Limit    int        // passages (default 10)
+	Expand   *int       // graph depth 0..MaxExpand (default DefaultExpand)
+	MaxNodes int        // entities in the pack at most (default DefaultMaxNodes)
+	Filter   rag.Filter
+}
+
+// Item kinds in an evidence pack.
+const (
+	ItemPassage  = "passage"
+	ItemEntity   = "entity"
+	ItemRelation = "relation"
+)
+
+// Evidence is a passage that supports a relation.
+type Evidence struct {
+	ChunkID string `json:"chunkId"`
+	Text    string `json:"text"`
+}
+
+// Item is one entry of an evidence pack.
+type Item struct {
+	Kind     string   `json:"kind"`
+	Score    float64  `json:"score"`
+	Content  string   `json:"content"`
+	NodeKeys []string `json:"nodeKeys"`
+	// passages
+	ChunkID   string `json:"chunkId,omitempty"`
+	SourceURN string `json:"sourceUrn,omitempty"`
+	// entities
+	Type  string         `json:"type,omitempty"`
+	Depth int            `json:"depth,omitempty"`
+	Props map[string]any `json:"props,omitempty"`
+	// relations
+	EdgeKey    string       `json:"edgeKey,omitempty"`
+	EdgeType   string       `json:"edgeType,omitempty"`
+	Confidence float64      `json:"confidence,omitempty"`
+	Origin     graph.Origin `json:"origin,omitempty"`
+	Evidence   []Evidence   `json:"evidence,omitempty"`
+}
+
+// EvidencePack is what a search returns: passages from the chunk store and
+// entities and relations from the graph around them.
+type EvidencePack struct {
+	Query   string             `json:"query"`
+	Items   []Item             `json:"items"`
+	Summary string             `json:"summary"`
+	Timings map[string]float64 `json:"timingsMs"`
+}
+
+// Search runs a hybrid search, seeds the graph with the nodes the hits refer
+// to, expands them to the requested depth, and packs passages, entities and
+// relations (each relation with the text of its evidence).
+//
+// Entity scores: a seed scores as its best passage; a node reached at depth
+// d scores the best seed score divided by (1 + d). Relations score their
+// confidence.
+func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error) {
+	start := time.Now()
+	pack := EvidencePack{Query: req.Query, Timings: map[string]float64{}}
+	lap := func(name string, since time.Time) time.Time {
+		now := time.Now()
+		pack.Timings[name] = float64(now.Sub(since).Microseconds()) / 1000
+		return now
+	}
+	if err := store.ValidateClientID(req.Client); err != nil {
+		return pack, err
+	}
+	if strings.TrimSpace(req.Query) == "" {
+		return pack, fmt.Errorf("%w: query: empty", rag.ErrInvalid)
+	}
+	alpha := DefaultAlpha
+	if req.Alpha != nil {
+		alpha = *req.Alpha
+	}
+	depth := DefaultExpand
+	if req.Expand != nil {
+		depth = *req.Expand
+	}
+	if depth < 0 || depth > MaxExpand {
+		return pack, fmt.Errorf("%w: expand: %d is not 0..%d", rag.ErrInvalid, depth, MaxExpand)
+	}
+	maxNodes := cmp.Or(req.MaxNodes, DefaultMaxNodes)
+
+	q := rag.Query{Text: req.Query, Alpha: alpha, Fusion: req.Fusion, Limit: req.Limit, Filter: req.Filter}
+	if err := q.Normalize(); err != nil {
+		return pack, err
+	}
+	t := time.Now()
+	if alpha > 0 {
+		vs, err := k.embedder.Embed(ctx, []string{req.Query})
+		if err != nil {
+			return pack, fmt.Errorf("embed query: %w", err)
+		}
+		q.Vector = vs[0]
+	}
+	t = lap("embed", t)
+	hits, err := k.chunks.For(req.Client).Hybrid(ctx, q)
+	if err != nil {
+		return pack, err
+	}
+	t = lap("retrieve", t)
+
+	seedScore := map[string]float64{}
+	var seeds []string
+	for _, h := range hits {
+		pack.Items = append(pack.Items, Item{Kind: ItemPassage, Score: h.Score, Content: h.Chunk.Text, NodeKeys: h.Chunk.GraphRefs,
+			ChunkID: h.Chunk.ID, SourceURN: h.Chunk.SourceURN})
+		for _, ref := range h.Chunk.GraphRefs {
+			if _, ok := seedScore[ref]; !ok {
+				seeds = append(seeds, ref)
+			}
+			seedScore[ref] = max(seedScore[ref], h.Score)
+		}
+	}
+	passages := len(pack.Items)
+	var entities, relations int
+	if len(seeds) > 0 {
+		best := 0.0
+		for _, s := range seedScore {
+			best = max(best, s)
+		}
+		hood, err := k.graph.For(req.Client).Neighbors(ctx, graph.NeighborQuery{Start: seeds, Depth: depth, Limit: maxNodes})
+		if err != nil {
+			return pack, fmt.Errorf("expand: %w", err)
+		}
+		t = lap("expand", t)
+		for _, v := range hood.Nodes {
+			score := best / float64(1+v.Depth)
+			if s, ok := seedScore[v.Key]; ok {
+				score = s
+			}
+			pack.Items = append(pack.Items, Item{Kind: ItemEntity, Score: score, Content: describeNode(v.Node), NodeKeys: []string{v.Key},
+				Type: v.Type, Depth: v.Depth, Props: v.Props})
+		}
+		entities = len(hood.Nodes)
+		relItems, err := k.relations(ctx, req.Client, hood.Edges)
+		if err != nil {
+			return pack, err
+		}
+		pack.Items = append(pack.Items, relItems...)
+		relations = len(relItems)
+		lap("evidence", t)
+	}
+	pack.Summary = fmt.Sprintf("%d passages, %d related entities, %d relations", passages, entities, relations)
+	pack.Timings["total"] = float64(time.Since(start).Microseconds()) / 1000
+	return pack, nil
+}
+
+// relations turns edges into items with the text of (up to maxEvidence of)
+// their evidence chunks, fetched in one call.
+func (k *KB) relations(ctx context.Context, client string, edges []graph.Edge) ([]Item, error) {
+	if len(edges) == 0 {
+		return nil, nil
+	}
+	slices.SortStableFunc(edges, func(a, b graph.Edge) int { return cmp.Compare(b.Confidence, a.Confidence) })
+	var want []string
+	for _, e := range edges {
+		for _, c := range e.EvidenceChunkIDs[:min(maxEvidence, len(e.EvidenceChunkIDs))] {
+			if !slices.Contains(want, c) {
+				want = append(want, c)
+			}
+		}
+	}
+	chunks, err := k.chunks.For(client).Get(ctx, want...)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: %w", err)
+	}
+	text := make(map[string]string, len(chunks))
+	for _, c := range chunks {
+		text[c.ID] = c.Text
+	}
+	items := make([]Item, 0, len(edges))
+	for _, e := range edges {
+		it := Item{Kind: ItemRelation, Score: e.Confidence, Content: e.From + " -[" + e.Type + "]-> " + e.To, NodeKeys: []string{e.From, e.To},
+			EdgeKey: e.Key(), EdgeType: e.Type, Confidence: e.Confidence, Origin: e.Origin}
+		for _, c := range e.EvidenceChunkIDs[:min(maxEvidence, len(e.EvidenceChunkIDs))] {
+			if t, ok := text[c]; ok {
+				it.Evidence = append(it.Evidence, Evidence{ChunkID: c, Text: t})
+			}
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+func describeNode(n graph.Node) string {
+	var b strings.Builder
+	b.WriteString(n.Key)
+	keys := make([]string, 0, len(n.Props))
+	for k := range n.Props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i == 0 {
+			b.WriteString(" (")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: %v", k, n.Props[k])
+	}
+	if len(keys) > 0 {
+		b.WriteString(")")
+	}
+	return b.String()
+}
