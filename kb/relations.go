@@ -38,7 +38,7 @@ var (
 	// a->EDGE->b, spaces allowed around the arrows
 	arrowRE = regexp.MustCompile(`(\S+?)\s*->\s*(` + edgeTypeExpr + `)\s*->\s*(\S+)`)
 	// a|EDGE|b
-	pipeRE = regexp.MustCompile(`([^\s|]+)\s*\|\s*(` + edgeTypeExpr + `)\s*\|\s*([^\s|]+)`)
+	pipeRE     = regexp.MustCompile(`([^\s|]+)\s*\|\s*(` + edgeTypeExpr + `)\s*\|\s*([^\s|]+)`)
 	edgeTypeRE = regexp.MustCompile(`^` + edgeTypeExpr + `$`)
 	// type:id mentions: a lower-case namespace and a value starting and
 	// ending with a letter or digit
