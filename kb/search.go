@@ -13,9 +13,15 @@ import (
 	"github.com/jervis-dev/jervis/kb/rag"
 )
 
-// Search defaults.
+// Search defaults. Fusion and alpha were measured on testdata/search (27
+// queries, GloVe embeddings): BM25 alone finds 24 in the top 5, vectors
+// alone 25, relativeScore fusion 26 at any alpha, ranked fusion all 27 with
+// the best MRR at alpha 0.3-0.4. relativeScore scales the lowest of a short
+// BM25 list to 0, so a lone keyword match can lose to vector noise; ranks
+// do not have that flaw. With a stronger embedder (Ollama) raise alpha.
 const (
-	DefaultAlpha    = 0.5
+	DefaultFusion   = rag.Ranked
+	DefaultAlpha    = 0.4
 	DefaultExpand   = 2
 	MaxExpand       = 3
 	DefaultMaxNodes = 30
@@ -27,7 +33,7 @@ type SearchRequest struct {
 	Client   string
 	Query    string
 	Alpha    *float64   // 0 = BM25 only … 1 = vector only (default DefaultAlpha)
-	Fusion   rag.Fusion // relativeScore (default) or ranked
+	Fusion   rag.Fusion // ranked (default here, see DefaultFusion) or relativeScore
 	Limit    int        // passages (default 10)
 	Expand   *int       // graph depth 0..MaxExpand (default DefaultExpand)
 	MaxNodes int        // entities in the pack at most (default DefaultMaxNodes)
@@ -111,7 +117,7 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 	}
 	maxNodes := cmp.Or(req.MaxNodes, DefaultMaxNodes)
 
-	q := rag.Query{Text: req.Query, Alpha: alpha, Fusion: req.Fusion, Limit: req.Limit, Filter: req.Filter}
+	q := rag.Query{Text: req.Query, Alpha: alpha, Fusion: cmp.Or(req.Fusion, DefaultFusion), Limit: req.Limit, Filter: req.Filter}
 	if err := q.Normalize(); err != nil {
 		return pack, err
 	}

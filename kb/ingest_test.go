@@ -1,0 +1,298 @@
+package kb_test
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	storesqlite "github.com/jervis-dev/jervis/internal/store/sqlite"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed/glove"
+	"github.com/jervis-dev/jervis/kb/graph"
+	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
+	"github.com/jervis-dev/jervis/kb/rag"
+	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
+)
+
+var embedder = sync.OnceValue(func() *glove.Embedder {
+	e, err := glove.New()
+	if err != nil {
+		panic(err)
+	}
+	return e
+})
+
+type env struct {
+	kb     *kb.KB
+	graph  graph.Store
+	chunks rag.Store
+	store  store.Store
+}
+
+func newEnv(t testing.TB) env {
+	t.Helper()
+	dir := t.TempDir()
+	ctx := t.Context()
+	st, err := storesqlite.Open(ctx, storesqlite.Options{Path: filepath.Join(dir, storesqlite.FileName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); g.Close(); c.Close() })
+	return env{kb: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: embedder(), Aliases: st}), graph: g, chunks: c, store: st}
+}
+
+// The original design's Jira example (docs: "Metadata block (embedded in
+// content)"), as a Jira issue would be ingested.
+const task123 = `TASK-123: Login fails after password reset
+
+John reported that users cannot log in after resetting their password. The
+session service rejects the new credentials until the cache expires.
+
+relationships: [
+  "jira:TASK-123|MENTIONS|user:john",
+  "jira:TASK-123|AFFECTS|file:Service.kt",
+  "commit:abc123|FIXES|jira:TASK-123"
+]
+`
+
+func TestIngestDesignJiraExample(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		content string
+		nodes   []string
+		edges   map[string]string // edge key → a line of the chunk that must be its evidence
+	}{
+		{"relationships block", task123,
+			[]string{"commit:abc123", "file:service.kt", "jira:task-123", "user:john"},
+			map[string]string{
+				"mentions::jira:task-123->user:john":      `"jira:TASK-123|MENTIONS|user:john"`,
+				"affects::jira:task-123->file:service.kt": `"jira:TASK-123|AFFECTS|file:Service.kt"`,
+				"fixes::commit:abc123->jira:task-123":     `"commit:abc123|FIXES|jira:TASK-123"`,
+			}},
+		{"short-hand against the main node", "Short-hand relationships from the design, expanded against the main node:\n\n" +
+			"relationships: [\n  \"TASK-123|MENTIONS|user:john\",\n  \"file:Service.kt|RELATED_TO|TASK-123\"\n]\n",
+			[]string{"file:service.kt", "jira:task-123", "user:john"},
+			map[string]string{
+				"mentions::jira:task-123->user:john":         `"TASK-123|MENTIONS|user:john"`,
+				"related_to::file:service.kt->jira:task-123": `"file:Service.kt|RELATED_TO|TASK-123"`,
+			}},
+		{"one relationship per paragraph", "The assignee is set below.\n\njira:TASK-123 -[ASSIGNED_TO]-> user:john and nothing else here\n\n" +
+			"Work landed in a commit: commit:abc123->FIXES->jira:TASK-123 closes it.\n",
+			[]string{"commit:abc123", "jira:task-123", "user:john"},
+			map[string]string{
+				"assigned_to::jira:task-123->user:john": "-[ASSIGNED_TO]->",
+				"fixes::commit:abc123->jira:task-123":   "->FIXES->",
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ctx := t.Context()
+			res, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "jira:TASK-123", Content: tc.content, SourceType: "JIRA", Kind: "issue"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := e.graph.For("acme")
+			counts, _ := g.CountByType(ctx)
+			total := 0
+			for _, n := range counts {
+				total += n
+			}
+			got := slices.Sorted(slices.Values(res.Nodes))
+			if !slices.Equal(got, tc.nodes) || total != len(tc.nodes) {
+				t.Fatalf("nodes %v (%d stored), want %v", got, total, tc.nodes)
+			}
+			if len(res.Edges) != len(tc.edges) {
+				t.Fatalf("edges %v, want %d", res.Edges, len(tc.edges))
+			}
+			chunks, _ := e.chunks.For("acme").Get(ctx, res.Chunks...)
+			text := map[string]string{}
+			for _, c := range chunks {
+				text[c.ID] = c.Text
+			}
+			for key, line := range tc.edges {
+				edge, err := g.Edge(ctx, key)
+				if err != nil {
+					t.Fatalf("edge %s: %v (have %v)", key, err, res.Edges)
+				}
+				if len(edge.EvidenceChunkIDs) != 1 || !strings.Contains(text[edge.EvidenceChunkIDs[0]], line) {
+					t.Fatalf("edge %s evidence %v is not the chunk with %q", key, edge.EvidenceChunkIDs, line)
+				}
+				if edge.Origin != graph.OriginSyntax || edge.Confidence != kb.ConfidenceSyntax {
+					t.Fatalf("edge %s origin %s confidence %v", key, edge.Origin, edge.Confidence)
+				}
+			}
+			// Every chunk links back to the main node; the main node links to every chunk.
+			main, _ := g.Node(ctx, "jira:task-123")
+			if !slices.Equal(main.RAGChunks, slices.Sorted(slices.Values(res.Chunks))) {
+				t.Fatalf("main node chunks %v, chunks %v", main.RAGChunks, res.Chunks)
+			}
+			for _, c := range chunks {
+				if !slices.Contains(c.GraphRefs, "jira:task-123") {
+					t.Fatalf("chunk %s refs %v", c.ID, c.GraphRefs)
+				}
+			}
+		})
+	}
+}
+
+func TestAliasesMergeIntoOneNode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.kb.Resolver().Alias(ctx, "acme", "user:john.doe@example.com", "User:John"); err != nil {
+		t.Fatal(err)
+	}
+	for i, who := range []string{"user:John", "User:john", "user:john", "user:john.doe@example.com", "USER::JOHN"} {
+		_, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "email:" + string(rune('a'+i)),
+			Content: "Message " + who + " wrote about the outage.", Relations: []kb.MetaRelation{{From: "email:" + string(rune('a'+i)), Type: "FROM", To: who}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts, _ := e.graph.For("acme").CountByType(ctx)
+	if counts["user"] != 1 || counts["email"] != 5 {
+		t.Fatalf("counts %v, want one user and five emails", counts)
+	}
+	john, err := e.graph.For("acme").Node(ctx, "user:john")
+	if err != nil || len(john.RAGChunks) != 5 {
+		t.Fatalf("user:john %+v %v", john, err)
+	}
+	// The alias belongs to acme only.
+	if _, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: "globex", MainNode: "email:z", Content: "From user:john.doe@example.com about invoices."}); err != nil {
+		t.Fatal(err)
+	}
+	gc, _ := e.graph.For("globex").CountByType(ctx)
+	if _, err := e.graph.For("globex").Node(ctx, "user:john.doe@example.com"); err != nil || gc["user"] != 1 {
+		t.Fatalf("globex resolved acme's alias: %v %v", gc, err)
+	}
+}
+
+func TestReingestAndNewVersions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	g, idx := e.graph.For("acme"), e.chunks.For("acme")
+	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	v1 := kb.IngestRequest{Client: "acme", MainNode: "confluence:runbook", SourceURN: "confluence:42", ObservedAt: at,
+		Content: "The runbook for deploys lives here and is long enough.\n\n" +
+			"Escalation: page person:ann first, then person:bob if nobody answers.\n\n" +
+			"Databases: confluence:runbook -[DESCRIBES]-> service:orders-db for the orders team."}
+	r1, err := e.kb.Ingest(ctx, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() (map[string]int, []string, graph.Node) {
+		c, _ := g.CountByType(ctx)
+		ids, _ := idx.SourceChunkIDs(ctx, "confluence:42")
+		n, _ := g.Node(ctx, "person:bob")
+		return c, ids, n
+	}
+	c1, ids1, bob1 := snapshot()
+	r2, err := e.kb.Ingest(ctx, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, ids2, bob2 := snapshot()
+	if !slices.Equal(r1.Chunks, r2.Chunks) || !slices.Equal(ids1, ids2) || len(c1) != len(c2) || !bob1.LastSeen.Equal(bob2.LastSeen) || r2.RemovedChunks != 0 {
+		t.Fatalf("re-ingest changed something: %v %v %+v %+v", c1, c2, bob1, bob2)
+	}
+
+	// Version 2 drops bob and the database paragraph, and adds carol.
+	v2 := v1
+	v2.ObservedAt = at.Add(time.Hour)
+	v2.Content = "The runbook for deploys lives here and is long enough.\n\nEscalation: page person:ann first, then person:carol if nobody answers."
+	r3, err := e.kb.Ingest(ctx, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.RemovedChunks != 2 {
+		t.Fatalf("removed %d chunks, want the 2 changed paragraphs", r3.RemovedChunks)
+	}
+	for _, gone := range []string{"person:bob", "service:orders-db"} {
+		if _, err := g.Node(ctx, gone); !errors.Is(err, graph.ErrNotFound) {
+			t.Errorf("%s survived its last evidence: %v", gone, err)
+		}
+	}
+	if _, err := g.Edge(ctx, "describes::confluence:runbook->service:orders-db"); !errors.Is(err, graph.ErrNotFound) {
+		t.Errorf("edge survived its evidence: %v", err)
+	}
+	ann, err := g.Node(ctx, "person:ann")
+	if err != nil || len(ann.RAGChunks) != 1 || !slices.Contains(r3.Chunks, ann.RAGChunks[0]) {
+		t.Fatalf("ann: %+v %v", ann, err)
+	}
+	if _, err := g.Node(ctx, "person:carol"); err != nil {
+		t.Fatal(err)
+	}
+	ids3, _ := idx.SourceChunkIDs(ctx, "confluence:42")
+	if len(ids3) != 2 {
+		t.Fatalf("source has %d chunks, want 2", len(ids3))
+	}
+	if hits, _ := idx.BM25(ctx, rag.Query{Text: "orders database"}); len(hits) != 0 {
+		t.Fatalf("removed text still searchable: %v", hits)
+	}
+}
+
+func TestIngestBadInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	huge := strings.Repeat("All work and no play makes a dull document. ", 50<<20/44+1)
+	for _, tc := range []struct {
+		name string
+		req  kb.IngestRequest
+		want error
+	}{
+		{"empty", kb.IngestRequest{Client: "acme", MainNode: "doc:1", Content: ""}, kb.ErrEmptyContent},
+		{"whitespace", kb.IngestRequest{Client: "acme", MainNode: "doc:1", Content: " \n\t \n"}, kb.ErrEmptyContent},
+		{"binary", kb.IngestRequest{Client: "acme", MainNode: "doc:1", Content: "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00"}, kb.ErrBinary},
+		{"control characters", kb.IngestRequest{Client: "acme", MainNode: "doc:1", Content: strings.Repeat("a\x01\x02\x03", 100)}, kb.ErrBinary},
+		{"50 MB", kb.IngestRequest{Client: "acme", MainNode: "doc:1", Content: huge}, kb.ErrTooLarge},
+		{"punctuation main ref", kb.IngestRequest{Client: "acme", MainNode: "!!!:???", Content: "text"}, kb.ErrBadRef},
+		{"no namespace", kb.IngestRequest{Client: "acme", MainNode: "TASK-1", Content: "text"}, kb.ErrBadRef},
+		{"long ref", kb.IngestRequest{Client: "acme", MainNode: "doc:" + strings.Repeat("x", 600), Content: "text"}, kb.ErrBadRef},
+		{"bad metadata ref", kb.IngestRequest{Client: "acme", MainNode: "doc:1", Content: "text", Relations: []kb.MetaRelation{{From: "doc:1", Type: "x", To: "..."}}}, kb.ErrBadRef},
+		{"bad edge type", kb.IngestRequest{Client: "acme", MainNode: "doc:1", Content: "text", Relations: []kb.MetaRelation{{From: "doc:1", Type: "has spaces", To: "a:b"}}}, graph.ErrInvalid},
+		{"bad client", kb.IngestRequest{Client: "../etc", MainNode: "doc:1", Content: "text"}, store.ErrInvalid},
+	} {
+		_, err := e.kb.Ingest(ctx, tc.req)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	// Malformed relationship lines and punctuation-only refs in the text are
+	// skipped; the document is still indexed, and no node has an empty key.
+	res, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "doc:2",
+		Content: "Broken lines follow.\n\n!!!:???|X|doc:2\n|EDGE|\nuser:|X|\n->->\n-[ ]->\nab: cd\nok:1|LINKS|doc:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Edges, []string{"links::ok:1->doc:2"}) {
+		t.Fatalf("edges %v", res.Edges)
+	}
+	for _, n := range res.Nodes {
+		if r, err := kb.ParseRef(n); err != nil || r.Value == "" {
+			t.Fatalf("bad node key %q", n)
+		}
+	}
+	// A document just under the limit in size but ≥ 40,000 characters is windowed.
+	big := strings.Repeat("Windowed text about releases and deploys. ", 2000)
+	res, err = e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "doc:big", Content: big})
+	if err != nil || len(res.Chunks) < 20 {
+		t.Fatalf("big document: %d chunks, %v", len(res.Chunks), err)
+	}
+}
