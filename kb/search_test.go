@@ -179,7 +179,6 @@ func TestSearchEvidencePack(t *testing.T) {
 	}
 }
 
-
 func TestSearchFiltersAndValidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
