@@ -104,6 +104,18 @@ func (e *Embedder) Model() string { return Model }
 // Dimension implements embed.Embedder.
 func (e *Embedder) Dimension() int { return e.dim }
 
+// Vocabulary returns the first n words of the vocabulary, most frequent
+// first (all of them when n is larger).
+func (e *Embedder) Vocabulary(n int) []string {
+	words := make([]string, min(n, len(e.index)))
+	for w, i := range e.index {
+		if int(i) < len(words) {
+			words[i] = w
+		}
+	}
+	return words
+}
+
 // Known reports whether word (lower-case) is in the vocabulary.
 func (e *Embedder) Known(word string) bool {
 	_, ok := e.index[word]

@@ -250,11 +250,12 @@ func (g *clientGraph) Node(ctx context.Context, key string) (graph.Node, error) 
 	return n, rows.Err()
 }
 
-// edges loads edges matching where (with args) and their evidence.
-func (g *clientGraph) edges(ctx context.Context, q querier, where string, args ...any) ([]graph.Edge, error) {
+// edges loads edges matching where (with args) and their evidence. from is
+// the table clause, so callers can pin an index.
+func (g *clientGraph) edges(ctx context.Context, q querier, from, where string, args ...any) ([]graph.Edge, error) {
 	rows, err := q.QueryContext(ctx, `SELECT key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen,
 		(SELECT json_group_array(chunk_id) FROM (SELECT chunk_id FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key ORDER BY chunk_id))
-		FROM edges WHERE client = ? AND `+where+` ORDER BY key`, append([]any{g.client}, args...)...)
+		FROM `+from+` WHERE client = ? AND `+where, append([]any{g.client}, args...)...)
 	if err != nil {
 		return nil, g.db.Explain("get edges", err)
 	}
@@ -279,12 +280,15 @@ func (g *clientGraph) edges(ctx context.Context, q querier, where string, args .
 		e.FirstSeen, e.LastSeen = sqlitedb.Time(first), sqlitedb.Time(last)
 		out = append(out, e)
 	}
+	// Sorted here: ORDER BY key would tempt the planner to walk the primary
+	// key over every edge of the client instead of using the from/to indexes.
+	slices.SortFunc(out, func(a, b graph.Edge) int { return strings.Compare(a.Key(), b.Key()) })
 	return out, rows.Err()
 }
 
 // Edge implements graph.Graph.
 func (g *clientGraph) Edge(ctx context.Context, key string) (graph.Edge, error) {
-	es, err := g.edges(ctx, g.db.R, `key = ?`, key)
+	es, err := g.edges(ctx, g.db.R, "edges", `key = ?`, key)
 	if err != nil {
 		return graph.Edge{}, err
 	}
@@ -295,7 +299,9 @@ func (g *clientGraph) Edge(ctx context.Context, key string) (graph.Edge, error) 
 }
 
 // Neighbors implements graph.Graph with one recursive CTE: each step follows
-// edges out of (and/or into) the nodes reached at the previous depth.
+// edges out of (and/or into) the nodes reached at the previous depth. CROSS
+// JOIN keeps the walk row as the outer loop, so each step is an index lookup
+// (edges_from / edges_to) rather than a scan of the client's edges.
 func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (graph.Neighborhood, error) {
 	var hood graph.Neighborhood
 	if err := q.Validate(); err != nil {
@@ -309,11 +315,11 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	args := []any{g.client, idsJSON(q.Start)}
 	steps := []string{}
 	if q.Direction == graph.Out || q.Direction == graph.Any {
-		steps = append(steps, `SELECT e.to_key, w.depth + 1 FROM walk w JOIN edges e ON e.client = ? AND e.from_key = w.key WHERE w.depth < ?`+typeFilter)
+		steps = append(steps, `SELECT e.to_key, w.depth + 1 FROM walk w CROSS JOIN edges e INDEXED BY edges_from ON e.client = ? AND e.from_key = w.key WHERE w.depth < ?`+typeFilter)
 		args = append(append(args, g.client, q.Depth), typeArgs...)
 	}
 	if q.Direction == graph.In || q.Direction == graph.Any {
-		steps = append(steps, `SELECT e.from_key, w.depth + 1 FROM walk w JOIN edges e ON e.client = ? AND e.to_key = w.key WHERE w.depth < ?`+typeFilter)
+		steps = append(steps, `SELECT e.from_key, w.depth + 1 FROM walk w CROSS JOIN edges e INDEXED BY edges_to ON e.client = ? AND e.to_key = w.key WHERE w.depth < ?`+typeFilter)
 		args = append(append(args, g.client, q.Depth), typeArgs...)
 	}
 	args = append(args, q.Limit)
@@ -364,7 +370,7 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 		where += ` AND type IN (SELECT value FROM json_each(?))`
 		eargs = append(eargs, idsJSON(q.EdgeTypes))
 	}
-	hood.Edges, err = g.edges(ctx, g.db.R, where, eargs...)
+	hood.Edges, err = g.edges(ctx, g.db.R, "edges INDEXED BY edges_from", where, eargs...)
 	return hood, err
 }
 
@@ -386,8 +392,8 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 	frontier := []string{from}
 	for depth := 0; depth < maxDepth && len(frontier) > 0 && from != to; depth++ {
 		set := idsJSON(frontier)
-		rows, err := g.db.R.QueryContext(ctx, `SELECT key, from_key, to_key FROM edges WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))
-			UNION ALL SELECT key, from_key, to_key FROM edges WHERE client = ? AND to_key IN (SELECT value FROM json_each(?)) ORDER BY 1`, g.client, set, g.client, set)
+		rows, err := g.db.R.QueryContext(ctx, `SELECT key, from_key, to_key FROM edges INDEXED BY edges_from WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))
+			UNION ALL SELECT key, from_key, to_key FROM edges INDEXED BY edges_to WHERE client = ? AND to_key IN (SELECT value FROM json_each(?)) ORDER BY 1`, g.client, set, g.client, set)
 		if err != nil {
 			return p, g.db.Explain("shortest path", err)
 		}
@@ -442,7 +448,7 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 	for _, k := range keys {
 		p.Nodes = append(p.Nodes, byKey[k])
 	}
-	es, err := g.edges(ctx, g.db.R, `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
+	es, err := g.edges(ctx, g.db.R, "edges", `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
 	if err != nil {
 		return p, err
 	}
@@ -504,8 +510,8 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 		}
 		r.EdgesDeleted, r.EdgesUpdated = len(dead), len(edgeKeys)-len(dead)
 		ends, err := column(ctx, tx, `SELECT DISTINCT value FROM json_each(?) j
-			WHERE NOT EXISTS (SELECT 1 FROM edges e WHERE e.client = ? AND e.from_key = j.value)
-			AND NOT EXISTS (SELECT 1 FROM edges e WHERE e.client = ? AND e.to_key = j.value)`, idsJSON(candidates), g.client, g.client)
+			WHERE NOT EXISTS (SELECT 1 FROM edges e INDEXED BY edges_from WHERE e.client = ? AND e.from_key = j.value)
+			AND NOT EXISTS (SELECT 1 FROM edges e INDEXED BY edges_to WHERE e.client = ? AND e.to_key = j.value)`, idsJSON(candidates), g.client, g.client)
 		if err != nil {
 			return err
 		}

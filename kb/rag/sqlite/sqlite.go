@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -279,7 +280,9 @@ func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string,
 	if x.err != nil {
 		return nil, x.err
 	}
-	rows, err := x.s.db.R.QueryContext(ctx, `SELECT id FROM chunks WHERE client = ? AND source_urn = ? ORDER BY id`, x.client, sourceURN)
+	// Not ORDER BY id: the planner would pick the (client, id) index and scan
+	// every chunk of the client instead of (client, source_urn).
+	rows, err := x.s.db.R.QueryContext(ctx, `SELECT id FROM chunks WHERE client = ? AND source_urn = ?`, x.client, sourceURN)
 	if err != nil {
 		return nil, x.s.db.Explain("source chunks", err)
 	}
@@ -292,6 +295,7 @@ func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string,
 		}
 		out = append(out, id)
 	}
+	slices.Sort(out)
 	return out, rows.Err()
 }
 
@@ -431,9 +435,19 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	}
 	cond, args := filterSQL(q.Filter)
 	t := x.table()
-	rows, err := x.s.db.R.QueryContext(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -bm25(`+t+`)
-		FROM `+t+` JOIN chunks c ON c.seq = `+t+`.rowid
-		WHERE `+t+` MATCH ? AND c.client = ?`+cond+` ORDER BY bm25(`+t+`) LIMIT ?`, append(append([]any{match, x.client}, args...), q.Limit)...)
+	var rows *sql.Rows
+	var err error
+	if cond == "" {
+		// The FTS table is the client's own: rank it alone, then fetch only
+		// the top rows (joining every match first costs a lookup per match).
+		rows, err = x.s.db.R.QueryContext(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -top.rank
+			FROM (SELECT rowid, rank FROM `+t+` WHERE `+t+` MATCH ? ORDER BY rank LIMIT ?) top
+			CROSS JOIN chunks c ON c.seq = top.rowid ORDER BY top.rank`, match, q.Limit)
+	} else {
+		rows, err = x.s.db.R.QueryContext(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -bm25(`+t+`)
+			FROM `+t+` JOIN chunks c ON c.seq = `+t+`.rowid
+			WHERE `+t+` MATCH ? AND c.client = ?`+cond+` ORDER BY bm25(`+t+`) LIMIT ?`, append(append([]any{match, x.client}, args...), q.Limit)...)
+	}
 	if err != nil {
 		return nil, x.s.db.Explain("bm25", err)
 	}

@@ -1,0 +1,136 @@
+package kb_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/kb"
+)
+
+// synth writes deterministic documents: paragraphs of Zipf-distributed
+// English words (GloVe's 30,000 most frequent, in frequency order, with the
+// test corpus's words mixed in so queries find something), mentions of
+// people, and one relationship to a Jira issue per document, so search has a
+// graph to expand into.
+type synth struct {
+	rng   *rand.Rand
+	zipf  *rand.Zipf
+	words []string
+}
+
+func newSynth(t testing.TB) *synth {
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]bool{}
+	var words []string
+	for _, w := range embedder().Vocabulary(30_000) {
+		if strings.IndexFunc(w, func(r rune) bool { return r < 'a' || r > 'z' }) < 0 {
+			seen[w] = true
+			words = append(words, w)
+		}
+	}
+	for _, d := range readJSON[[]corpusDoc](t, "testdata/search/corpus.json") {
+		for _, w := range strings.FieldsFunc(strings.ToLower(d.Content), func(r rune) bool { return r < 'a' || r > 'z' }) {
+			if len(w) > 2 && !seen[w] {
+				seen[w] = true
+				at := 500 + rng.IntN(len(words)-500) // a topical word, not a function word
+				words = slices.Insert(words, at, w)
+			}
+		}
+	}
+	return &synth{rng: rng, zipf: rand.NewZipf(rng, 1.1, 2, uint64(len(words)-1)), words: words}
+}
+
+func (s *synth) doc(i, paragraphs int) kb.IngestRequest {
+	var b strings.Builder
+	for p := range paragraphs {
+		if p > 0 {
+			b.WriteString("\n\n")
+		}
+		for w := range 30 + s.rng.IntN(30) {
+			if w > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(s.words[s.zipf.Uint64()])
+		}
+		fmt.Fprintf(&b, ". Ask person:p%d.", s.rng.IntN(2000))
+	}
+	fmt.Fprintf(&b, "\n\ndoc:%d|RELATES_TO|jira:proj-%d", i, s.rng.IntN(5000))
+	return kb.IngestRequest{Client: "bench", MainNode: fmt.Sprintf("doc:%d", i), Content: b.String(), SourceType: "FILE", Kind: "body"}
+}
+
+// BenchmarkIngest reports documents/s and chunks/s for 5-paragraph documents.
+func BenchmarkIngest(b *testing.B) {
+	e := newEnv(b)
+	s := newSynth(b)
+	reqs := make([]kb.IngestRequest, b.N)
+	for i := range reqs {
+		reqs[i] = s.doc(i, 5)
+	}
+	b.ResetTimer()
+	chunks := 0
+	for i := range b.N {
+		res, err := e.kb.Ingest(context.Background(), reqs[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		chunks += len(res.Chunks)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
+	b.ReportMetric(float64(chunks)/b.Elapsed().Seconds(), "chunks/s")
+}
+
+// BenchmarkSearch reports hybrid search latency (p50, p99, in ms) with
+// graph expansion of depth 2, at 10,000 and 100,000 chunks, and the heap in
+// use once the vectors are loaded.
+func BenchmarkSearch(top *testing.B) {
+	queries := readJSON[[]corpusQuery](top, "testdata/search/queries.json")
+	for _, size := range []int{10_000, 100_000} {
+		var e env // built once per size, whatever b.N the runner tries
+		top.Run(fmt.Sprintf("chunks=%d", size), func(b *testing.B) {
+			ctx := context.Background()
+			start := time.Now()
+			if e.kb == nil {
+				e = newEnv(top)
+				s := newSynth(b)
+				for i := 0; i < size/6; i++ { // 5 paragraphs + the relationship line = 6 chunks
+					if _, err := e.kb.Ingest(ctx, s.doc(i, 5)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			n, _ := e.chunks.For("bench").Count(ctx)
+			if _, err := e.kb.Search(ctx, kb.SearchRequest{Client: "bench", Query: "warm up"}); err != nil { // loads the vectors
+				b.Fatal(err)
+			}
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.Logf("%d chunks ingested in %s; heap in use %.0f MB", n, time.Since(start).Round(time.Second), float64(ms.HeapInuse)/(1<<20))
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				q := queries[i%len(queries)].Query
+				t0 := time.Now()
+				pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "bench", Query: q, Expand: ptr(2)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+				if i == 0 {
+					b.Logf("%q: %s", q, pack.Summary)
+				}
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
+		})
+	}
+}
