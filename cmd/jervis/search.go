@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed/glove"
+	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
+	"github.com/jervis-dev/jervis/kb/rag"
+	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
+)
+
+// knowledge is an open knowledge base with what must be closed after it.
+type knowledge struct {
+	*kb.KB
+	close func() error
+}
+
+// openKB opens the embedded knowledge base in the data directory: the
+// pipeline store (alias registry), graph.db, chunks.db and the GloVe
+// embedder.
+func (a *app) openKB(ctx context.Context, mustExist bool) (knowledge, error) {
+	st, err := a.openStore(ctx, mustExist)
+	if err != nil {
+		return knowledge{}, err
+	}
+	g, err := graphsqlite.Open(ctx, filepath.Join(a.cfg.DataDir, graphsqlite.FileName))
+	if err != nil {
+		st.Close()
+		return knowledge{}, err
+	}
+	c, err := ragsqlite.Open(ctx, filepath.Join(a.cfg.DataDir, ragsqlite.FileName))
+	if err != nil {
+		st.Close()
+		g.Close()
+		return knowledge{}, err
+	}
+	e, err := glove.New()
+	if err != nil {
+		st.Close()
+		g.Close()
+		c.Close()
+		return knowledge{}, err
+	}
+	return knowledge{
+		KB:    kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st}),
+		close: func() error { return errors.Join(c.Close(), g.Close(), st.Close()) },
+	}, nil
+}
+
+func (a *app) searchCommand() *cobra.Command {
+	var (
+		req    kb.SearchRequest
+		alpha  float64
+		expand int
+		fusion string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   `search --client C [flags] "query"`,
+		Short: "Search a client's knowledge base and print the evidence pack",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if req.Client == "" {
+				return errors.New("--client is required")
+			}
+			k, err := a.openKB(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			defer k.close()
+			req.Query = strings.Join(args, " ")
+			req.Alpha, req.Expand, req.Fusion = &alpha, &expand, rag.Fusion(fusion)
+			pack, err := k.Search(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(pack)
+			}
+			printPack(a.stdout, req.Client, pack)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Client, "client", "", "client whose knowledge base to search (required)")
+	f.Float64Var(&alpha, "alpha", kb.DefaultAlpha, "0 = keywords (BM25) only … 1 = vectors only")
+	f.StringVar(&fusion, "fusion", string(kb.DefaultFusion), "how to merge keyword and vector hits: ranked or relativeScore")
+	f.IntVar(&expand, "expand", kb.DefaultExpand, fmt.Sprintf("graph depth around the hits, 0..%d", kb.MaxExpand))
+	f.IntVar(&req.Limit, "limit", 10, "passages")
+	f.BoolVar(&asJSON, "json", false, "print the evidence pack as JSON")
+	return cmd
+}
+
+// printPack writes the evidence pack for people.
+func printPack(w io.Writer, client string, p kb.EvidencePack) {
+	fmt.Fprintf(w, "%q in %s: %s (%.1f ms)\n", p.Query, client, p.Summary, p.Timings["total"])
+	section := ""
+	n := 0
+	for _, it := range p.Items {
+		if it.Kind != section {
+			section, n = it.Kind, 0
+			fmt.Fprintf(w, "\n%s\n", map[string]string{kb.ItemPassage: "PASSAGES", kb.ItemEntity: "ENTITIES", kb.ItemRelation: "RELATIONS"}[it.Kind])
+		}
+		n++
+		switch it.Kind {
+		case kb.ItemPassage:
+			fmt.Fprintf(w, "%3d. [%.3f] %s\n     %s\n", n, it.Score, strings.Join(it.NodeKeys, ", "), oneLine(it.Content, 220))
+		case kb.ItemEntity:
+			fmt.Fprintf(w, "%3d. [%.3f] depth %d  %s\n", n, it.Score, it.Depth, oneLine(it.Content, 160))
+		case kb.ItemRelation:
+			fmt.Fprintf(w, "%3d. [%.2f %s] %s\n", n, it.Confidence, it.Origin, it.Content)
+			for _, ev := range it.Evidence {
+				fmt.Fprintf(w, "       evidence: %s\n", oneLine(ev.Text, 160))
+			}
+		}
+	}
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
+}
