@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -87,7 +89,8 @@ func BenchmarkIngest(b *testing.B) {
 
 // BenchmarkSearch reports hybrid search latency (p50, p99, in ms) with
 // graph expansion of depth 2, at 10,000 and 100,000 chunks, and the heap in
-// use once the vectors are loaded.
+// use once the vectors are loaded. Building 100,000 chunks takes about a
+// minute; with JERVIS_BENCH_DIR set, corpora are kept there and reused.
 func BenchmarkSearch(top *testing.B) {
 	queries := readJSON[[]corpusQuery](top, "testdata/search/queries.json")
 	for _, size := range []int{10_000, 100_000} {
@@ -96,9 +99,14 @@ func BenchmarkSearch(top *testing.B) {
 			ctx := context.Background()
 			start := time.Now()
 			if e.kb == nil {
-				e = newEnv(top)
+				dir := top.TempDir()
+				if cache := os.Getenv("JERVIS_BENCH_DIR"); cache != "" {
+					dir = filepath.Join(cache, fmt.Sprint(size))
+				}
+				e = newEnvAt(top, dir)
 				s := newSynth(b)
-				for i := 0; i < size/6; i++ { // 5 paragraphs + the relationship line = 6 chunks
+				have, _ := e.chunks.For("bench").Count(ctx)
+				for i := have / 6; i < size/6; i++ { // 5 paragraphs + the relationship line = 6 chunks
 					if _, err := e.kb.Ingest(ctx, s.doc(i, 5)); err != nil {
 						b.Fatal(err)
 					}
@@ -113,6 +121,12 @@ func BenchmarkSearch(top *testing.B) {
 			runtime.ReadMemStats(&ms)
 			b.Logf("%d chunks ingested in %s; heap in use %.0f MB", n, time.Since(start).Round(time.Second), float64(ms.HeapInuse)/(1<<20))
 			lat := make([]time.Duration, 0, b.N)
+			type slow struct {
+				d time.Duration
+				i int
+				q string
+			}
+			var slowest []slow
 			b.ResetTimer()
 			for i := range b.N {
 				q := queries[i%len(queries)].Query
@@ -122,11 +136,18 @@ func BenchmarkSearch(top *testing.B) {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))
+				slowest = append(slowest, slow{lat[len(lat)-1], i, q})
 				if i == 0 {
 					b.Logf("%q: %s", q, pack.Summary)
 				}
 			}
 			b.StopTimer()
+			slices.SortFunc(slowest, func(a, b slow) int { return int(b.d - a.d) })
+			if os.Getenv("JERVIS_BENCH_SLOWEST") != "" {
+				for _, s := range slowest[:min(8, len(slowest))] {
+					b.Logf("slow: %s #%d %q", s.d.Round(100*time.Microsecond), s.i, s.q)
+				}
+			}
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")

@@ -1,6 +1,7 @@
 package kb_test
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -34,10 +35,11 @@ type env struct {
 	store  store.Store
 }
 
-func newEnv(t testing.TB) env {
+func newEnv(t testing.TB) env { return newEnvAt(t, t.TempDir()) }
+
+func newEnvAt(t testing.TB, dir string) env {
 	t.Helper()
-	dir := t.TempDir()
-	ctx := t.Context()
+	ctx := context.Background()
 	st, err := storesqlite.Open(ctx, storesqlite.Options{Path: filepath.Join(dir, storesqlite.FileName)})
 	if err != nil {
 		t.Fatal(err)

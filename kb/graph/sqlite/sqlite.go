@@ -298,10 +298,15 @@ func (g *clientGraph) Edge(ctx context.Context, key string) (graph.Edge, error) 
 	return es[0], nil
 }
 
-// Neighbors implements graph.Graph with one recursive CTE: each step follows
-// edges out of (and/or into) the nodes reached at the previous depth. CROSS
-// JOIN keeps the walk row as the outer loop, so each step is an index lookup
-// (edges_from / edges_to) rather than a scan of the client's edges.
+// Neighbors implements graph.Graph breadth first, one indexed query per
+// level and direction, each limited to what is still wanted: the walk stops
+// as soon as q.Limit nodes are reached, so a hub (a person in thousands of
+// emails) costs no more than the nodes it contributes. Within a level, nodes
+// come in index order (by the key they were reached from).
+//
+// An earlier version used one recursive CTE; it had to put a hub's whole
+// neighbourhood in the CTE's queue before LIMIT applied, which made
+// depth-2 expansion at 100,000 chunks take 13 ms instead of about 1.
 func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (graph.Neighborhood, error) {
 	var hood graph.Neighborhood
 	if err := q.Validate(); err != nil {
@@ -309,43 +314,58 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	}
 	typeFilter, typeArgs := "", []any{}
 	if len(q.EdgeTypes) > 0 {
-		typeFilter = ` AND e.type IN (SELECT value FROM json_each(?))`
+		typeFilter = ` AND type IN (SELECT value FROM json_each(?))`
 		typeArgs = []any{idsJSON(q.EdgeTypes)}
 	}
-	args := []any{g.client, idsJSON(q.Start)}
-	steps := []string{}
-	if q.Direction == graph.Out || q.Direction == graph.Any {
-		steps = append(steps, `SELECT e.to_key, w.depth + 1 FROM walk w CROSS JOIN edges e INDEXED BY edges_from ON e.client = ? AND e.from_key = w.key WHERE w.depth < ?`+typeFilter)
-		args = append(append(args, g.client, q.Depth), typeArgs...)
-	}
-	if q.Direction == graph.In || q.Direction == graph.Any {
-		steps = append(steps, `SELECT e.from_key, w.depth + 1 FROM walk w CROSS JOIN edges e INDEXED BY edges_to ON e.client = ? AND e.to_key = w.key WHERE w.depth < ?`+typeFilter)
-		args = append(append(args, g.client, q.Depth), typeArgs...)
-	}
-	args = append(args, q.Limit)
-	rows, err := g.db.R.QueryContext(ctx, `WITH RECURSIVE walk(key, depth) AS (
-			SELECT n.key, 0 FROM nodes n WHERE n.client = ? AND n.key IN (SELECT value FROM json_each(?))
-			UNION `+strings.Join(steps, " UNION ")+`
-		)
-		SELECT key, min(depth) AS d FROM walk GROUP BY key ORDER BY d, key LIMIT ?`, args...)
+	start, err := column(ctx, g.db.R, `SELECT key FROM nodes WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(q.Start))
 	if err != nil {
 		return hood, g.db.Explain("neighbors", err)
 	}
+	slices.SortFunc(start, func(a, b string) int { return slices.Index(q.Start, a) - slices.Index(q.Start, b) })
 	depth := map[string]int{}
 	var keys []string
-	for rows.Next() {
-		var k string
-		var d int
-		if err := rows.Scan(&k, &d); err != nil {
-			rows.Close()
-			return hood, err
+	visit := func(k string, d int) {
+		if _, seen := depth[k]; !seen && len(keys) < q.Limit {
+			depth[k] = d
+			keys = append(keys, k)
 		}
-		depth[k] = d
-		keys = append(keys, k)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return hood, err
+	for _, k := range start {
+		visit(k, 0)
+	}
+	frontier := keys
+	for d := 1; d <= q.Depth && len(keys) < q.Limit && len(frontier) > 0; d++ {
+		var next []string
+		for _, step := range []struct {
+			on  graph.Direction
+			sql string
+		}{
+			{graph.Out, `SELECT to_key FROM edges INDEXED BY edges_from WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))` + typeFilter + ` LIMIT ?`},
+			{graph.In, `SELECT from_key FROM edges INDEXED BY edges_to WHERE client = ? AND to_key IN (SELECT value FROM json_each(?))` + typeFilter + ` LIMIT ?`},
+		} {
+			if q.Direction != step.on && q.Direction != graph.Any {
+				continue
+			}
+			// Ask for enough rows for the nodes still wanted, with room for
+			// ones already seen; when that was not enough, ask for more.
+			for want := 4*(q.Limit-len(keys)) + len(frontier); len(keys) < q.Limit; want *= 4 {
+				found, err := column(ctx, g.db.R, step.sql, append(append([]any{g.client, idsJSON(frontier)}, typeArgs...), want)...)
+				if err != nil {
+					return hood, g.db.Explain("neighbors", err)
+				}
+				for _, k := range found {
+					before := len(keys)
+					visit(k, d)
+					if len(keys) > before {
+						next = append(next, k)
+					}
+				}
+				if len(found) < want {
+					break
+				}
+			}
+		}
+		frontier = next
 	}
 	if len(keys) == 0 {
 		return hood, nil
