@@ -26,7 +26,7 @@ CREATE TABLE documents (
 	updated_at   INTEGER NOT NULL,
 	UNIQUE (client, source_type, external_id, version)
 ) STRICT;
-CREATE INDEX documents_claim ON documents (state, run_after);
+CREATE INDEX documents_claim ON documents (state, run_after, observed_at);
 CREATE INDEX documents_lease ON documents (lease_until) WHERE lease_until > 0;
 CREATE INDEX documents_client ON documents (client, state);
 

@@ -1,5 +1,9 @@
 // Package sqlite is the embedded graph backend: nodes, edges and their
-// evidence in one SQLite file, traversal with recursive CTEs.
+// evidence in one SQLite file, with an index on node type and on edge
+// endpoints. Traversals (Neighbors, ShortestPath) are breadth first, one
+// indexed query per level, stopping as soon as they have what was asked for:
+// a recursive CTE cannot stop inserting a hub's neighbours into its queue,
+// which made depth-2 expansion 10x slower at 100,000 chunks.
 package sqlite
 
 import (

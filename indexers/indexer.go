@@ -1,0 +1,145 @@
+// Package indexers holds the continuous indexers: they claim NEW source
+// documents, turn each into one DATA_PROCESSING task and one
+// LINK_PROCESSING task per distinct link, and mark the document INDEXED.
+//
+// Indexers make no network calls: links are found (indexers/links) and
+// described, never fetched. They run on the core worker loop, so a crash at
+// any point is repaired when the document's lease expires; task IDs are
+// deterministic, so redoing a document creates nothing twice. Call Wake after
+// storing documents and an idle indexer starts at once.
+package indexers
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jervis-dev/jervis/indexers/links"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/worker"
+)
+
+// Store is what the indexers need from the pipeline state.
+type Store interface {
+	store.Documents
+	store.Tasks
+}
+
+// Config tunes the indexer loop.
+type Config struct {
+	Concurrency  int           // documents indexed at once (default 4)
+	BatchSize    int           // documents per claim (default 64)
+	LeaseFor     time.Duration // default 1m
+	PollInterval time.Duration // idle claim period (default 1s)
+	Logger       *slog.Logger
+}
+
+// Indexer turns one document into its tasks. It is the worker.Handler of
+// the indexer loop; New builds the loop.
+type Indexer struct {
+	tasks store.Tasks
+}
+
+var _ worker.Handler[store.Document] = (*Indexer)(nil)
+
+// New returns the indexer loop over st.
+func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
+	return worker.New(store.DocumentQueue{Documents: st}, &Indexer{tasks: st}, worker.Config{
+		Name:         "indexer",
+		Concurrency:  cmp.Or(cfg.Concurrency, 4),
+		BatchSize:    cmp.Or(cfg.BatchSize, 64),
+		LeaseFor:     cfg.LeaseFor,
+		PollInterval: cfg.PollInterval,
+		Logger:       cfg.Logger,
+	})
+}
+
+// DataPayload is the payload of a DATA_PROCESSING task.
+type DataPayload struct {
+	SourceType store.SourceType `json:"sourceType"`
+	ExternalID string           `json:"externalId"`
+	Version    int              `json:"version"`
+	Title      string           `json:"title,omitempty"`
+	Links      []string         `json:"links,omitempty"`
+	Summary    string           `json:"summary"`
+}
+
+// LinkPayload is the payload of a LINK_PROCESSING task.
+type LinkPayload struct {
+	URL        string           `json:"url"`
+	SourceDoc  string           `json:"sourceDoc"`
+	SourceType store.SourceType `json:"sourceType"`
+	Title      string           `json:"title,omitempty"` // subject, issue key and summary, page title
+	From       string           `json:"from,omitempty"`  // sender or author
+	Context    string           `json:"context,omitempty"`
+}
+
+// Handle implements worker.Handler.
+func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (worker.Result, error) {
+	doc := job.Item
+	n := doc.Normalized
+	found := links.FromText(n.Body)
+	if h, ok := n.Metadata["html"].(string); ok {
+		found = links.Merge(found, links.FromHTML(h))
+	}
+	var given []links.Link
+	for _, l := range n.Links {
+		if u, ok := links.Normalize(l.URL); ok {
+			given = append(given, links.Link{URL: u, Context: l.Context})
+		}
+	}
+	found = links.Merge(given, found)
+
+	title := cmp.Or(n.Title, doc.ExternalID)
+	from, _ := n.Metadata["from"].(string)
+	data := DataPayload{SourceType: doc.SourceType, ExternalID: doc.ExternalID, Version: doc.Version, Title: n.Title, Summary: summary(doc, found)}
+	for _, l := range found {
+		data.Links = append(data.Links, l.URL)
+	}
+	tasks := make([]store.Task, 0, 1+len(found))
+	payload, err := json.Marshal(data)
+	if err != nil {
+		return worker.Result{}, worker.Permanent(fmt.Errorf("document %s: data payload: %w", doc.ID, err))
+	}
+	tasks = append(tasks, store.Task{Kind: store.KindData, Client: doc.Client, SourceDoc: doc.ID, Payload: payload, CorrelationID: doc.ID})
+	for _, l := range found {
+		p, err := json.Marshal(LinkPayload{URL: l.URL, SourceDoc: doc.ID, SourceType: doc.SourceType, Title: title, From: from, Context: l.Context})
+		if err != nil {
+			return worker.Result{}, worker.Permanent(fmt.Errorf("document %s: link payload: %w", doc.ID, err))
+		}
+		tasks = append(tasks, store.Task{Kind: store.KindLink, Client: doc.Client, SourceDoc: doc.ID, Payload: p, CorrelationID: doc.ID})
+	}
+	// Enqueueing is idempotent: a redo after a crash adds nothing.
+	if _, err := ix.tasks.EnqueueTasks(ctx, tasks...); err != nil {
+		return worker.Result{}, fmt.Errorf("document %s: enqueue tasks: %w", doc.ID, err)
+	}
+	return worker.Result{}, nil
+}
+
+// summary says in one line what the document is and which links it has.
+func summary(doc store.Document, found []links.Link) string {
+	kind := map[store.SourceType]string{
+		store.SourceEmail: "email", store.SourceJira: "Jira issue", store.SourceConfluence: "Confluence page",
+		store.SourceGit: "commit", store.SourceFile: "file",
+	}[doc.SourceType]
+	s := fmt.Sprintf("this %s (%s, version %d)", cmp.Or(kind, "document"), doc.ExternalID, doc.Version)
+	switch len(found) {
+	case 0:
+		return s + " contains no links"
+	case 1:
+		return s + " contains 1 link: " + found[0].URL
+	}
+	urls := make([]string, 0, 5)
+	for _, l := range found[:min(5, len(found))] {
+		urls = append(urls, l.URL)
+	}
+	more := ""
+	if len(found) > 5 {
+		more = fmt.Sprintf(" and %d more", len(found)-5)
+	}
+	return fmt.Sprintf("%s contains %d links: %s%s", s, len(found), strings.Join(urls, ", "), more)
+}

@@ -1,0 +1,136 @@
+package indexers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/indexers"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/store/sqlite"
+)
+
+func openStore(t testing.TB) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), sqlite.FileName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func email(id, body string, meta map[string]any) store.Document {
+	return store.Document{Client: "acme", SourceType: store.SourceEmail, Connection: "mail", ExternalID: id, Raw: []byte(id + body),
+		Normalized: store.Normalized{Title: "Subject " + id, Body: body, Metadata: meta}}
+}
+
+// runUntilIndexed runs the indexer loop until no document is NEW or INDEXING.
+func runUntilIndexed(t testing.TB, s *sqlite.Store) {
+	t.Helper()
+	w, err := indexers.New(s, indexers.Config{PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = w.Run(ctx) })
+	w.Wake()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := s.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Documents["NEW"]+st.Documents["INDEXING"] == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // Stats scans every row: not too often
+	}
+	cancel()
+	wg.Wait()
+}
+
+func TestIndexerMakesOneDataTaskAndOneTaskPerDistinctLink(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := t.Context()
+	docs := []store.Document{
+		email("m1", "Please check https://wiki.acme.test/runbook and https://WIKI.acme.test/runbook#x, and mail ann@acme.test.", map[string]any{"from": "bob@acme.test"}),
+		email("m2", "HTML only.", map[string]any{"html": `<p>See <a href="https://grafana.acme.test/d/1?utm_source=x">the dashboard</a> <a href="mailto:a@b.test">mail</a></p>`}),
+		email("m3", "No links here at all.", nil),
+	}
+	docs[2].Normalized.Links = []store.Link{{URL: "https://jira.acme.test/browse/OPS-1", Context: "given by the poller"}}
+	for _, d := range docs {
+		if _, _, err := s.PutDocument(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runUntilIndexed(t, s)
+	st, _ := s.Stats(ctx)
+	if st.Documents["INDEXED"] != 3 || st.TasksByKind["DATA_PROCESSING"]["NEW"] != 3 || st.TasksByKind["LINK_PROCESSING"]["NEW"] != 3 {
+		t.Fatalf("documents %v tasks %v", st.Documents, st.TasksByKind)
+	}
+	m1 := store.DocumentID("acme", store.SourceEmail, "m1", store.ContentHash(docs[0].Raw))
+	task, err := s.GetTask(ctx, "acme", store.TaskID(m1, store.KindData, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data indexers.DataPayload
+	json.Unmarshal(task.Payload, &data)
+	if data.Summary != "this email (m1, version 1) contains 1 link: https://wiki.acme.test/runbook" || len(data.Links) != 1 {
+		t.Fatalf("data payload %+v", data)
+	}
+	link, err := s.GetTask(ctx, "acme", store.TaskID(m1, store.KindLink, "https://wiki.acme.test/runbook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lp indexers.LinkPayload
+	json.Unmarshal(link.Payload, &lp)
+	if lp.SourceDoc != m1 || lp.From != "bob@acme.test" || lp.Title != "Subject m1" || !strings.Contains(lp.Context, "Please check") {
+		t.Fatalf("link payload %+v", lp)
+	}
+
+	// The same documents again: no new versions, no new tasks.
+	for _, d := range docs {
+		if _, created, err := s.PutDocument(ctx, d); err != nil || created {
+			t.Fatalf("re-put created=%v err=%v", created, err)
+		}
+	}
+	runUntilIndexed(t, s)
+	again, _ := s.Stats(ctx)
+	if again.Tasks["NEW"] != 6 || again.Documents["INDEXED"] != 3 {
+		t.Fatalf("after re-import: %v %v", again.Documents, again.Tasks)
+	}
+}
+
+// BenchmarkIndex reports documents/s stored and indexed into tasks on the
+// embedded store (emails with two links each).
+func BenchmarkIndex(b *testing.B) {
+	s := openStore(b)
+	ctx := context.Background()
+	docs := make([]store.Document, b.N)
+	for i := range docs {
+		docs[i] = email(fmt.Sprint("bench-", i), fmt.Sprintf("Ticket OPS-%d is blocked, see https://jira.acme.test/browse/OPS-%d and https://wiki.acme.test/p/%d for the plan.", i, i, i%50), map[string]any{"from": "ann@acme.test"})
+	}
+	b.ResetTimer()
+	for _, d := range docs {
+		if _, _, err := s.PutDocument(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	put := b.Elapsed()
+	runUntilIndexed(b, s)
+	b.StopTimer()
+	st, _ := s.Stats(ctx)
+	if st.Documents["INDEXED"] != int64(b.N) {
+		b.Fatalf("indexed %d of %d", st.Documents["INDEXED"], b.N)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
+	b.ReportMetric(float64(b.N)/(b.Elapsed()-put).Seconds(), "indexed-docs/s")
+}
