@@ -35,7 +35,10 @@ type Config struct {
 	BatchSize    int           // documents per claim (default 64)
 	LeaseFor     time.Duration // default 1m
 	PollInterval time.Duration // idle claim period (default 1s)
-	Logger       *slog.Logger
+	// ShutdownTimeout is how long running documents may finish on shutdown
+	// before they are handed back (default 10s).
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
 }
 
 // Indexer turns one document into its tasks. It is the worker.Handler of
@@ -49,12 +52,13 @@ var _ worker.Handler[store.Document] = (*Indexer)(nil)
 // New returns the indexer loop over st.
 func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
 	return worker.New(store.DocumentQueue{Documents: st}, &Indexer{tasks: st}, worker.Config{
-		Name:         "indexer",
-		Concurrency:  cmp.Or(cfg.Concurrency, 4),
-		BatchSize:    cmp.Or(cfg.BatchSize, 64),
-		LeaseFor:     cfg.LeaseFor,
-		PollInterval: cfg.PollInterval,
-		Logger:       cfg.Logger,
+		Name:            "indexer",
+		Concurrency:     cmp.Or(cfg.Concurrency, 4),
+		BatchSize:       cmp.Or(cfg.BatchSize, 64),
+		LeaseFor:        cfg.LeaseFor,
+		PollInterval:    cfg.PollInterval,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Logger:          cfg.Logger,
 	})
 }
 

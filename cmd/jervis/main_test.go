@@ -110,6 +110,46 @@ func TestServeStartsAnswersAndStopsOnSignal(t *testing.T) {
 	}
 }
 
+func TestServeIndexesStoredDocuments(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	s, err := sqlite.Open(t.Context(), sqlite.Options{Path: filepath.Join(data, sqlite.FileName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := store.Document{Client: "demo", SourceType: store.SourceEmail, ExternalID: "m1", Raw: []byte("x"),
+		Normalized: store.Normalized{Title: "Plan", Body: "See https://wiki.demo.test/plan and https://wiki.demo.test/plan#top."}}
+	if _, _, err := s.PutDocument(t.Context(), doc); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cmd := jervis(t, "serve", "--data", data, "--listen", "127.0.0.1:0", "--roles", "indexers")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(20 * time.Second)
+	var out string
+	for time.Now().Before(deadline) {
+		_, out, _ = runCLI(t, nil, "status", "--json", "--data", data)
+		if strings.Contains(out, `"INDEXED": 1`) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	var st store.Stats
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Documents["INDEXED"] != 1 || st.TasksByKind["DATA_PROCESSING"]["NEW"] != 1 || st.TasksByKind["LINK_PROCESSING"]["NEW"] != 1 {
+		t.Fatalf("after serving: %s", out)
+	}
+}
+
 func waitLog(t *testing.T, lines <-chan map[string]any, msg string) map[string]any {
 	t.Helper()
 	timeout := time.After(30 * time.Second)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jervis-dev/jervis/api"
+	"github.com/jervis-dev/jervis/indexers"
 )
 
 func (a *app) serveCommand() *cobra.Command {
@@ -73,6 +74,16 @@ func (a *app) serve(parent context.Context) error {
 		defer cancel()
 		return srv.Shutdown(sctx)
 	})
+	if a.cfg.HasRole("indexers") {
+		ix, err := indexers.New(st, indexers.Config{
+			Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
+			PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return ix.Run(gctx) })
+	}
 	for _, role := range a.cfg.Roles {
 		// Each role's components are wired here as they are built; a role with
 		// none yet says so instead of pretending to run.
@@ -95,5 +106,5 @@ func (a *app) serve(parent context.Context) error {
 // roleWired reports whether a role has components in this build. Health and
 // readiness are served by every process whatever its roles.
 func roleWired(role string) bool {
-	return role == "api"
+	return role == "api" || role == "indexers"
 }

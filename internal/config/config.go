@@ -41,6 +41,18 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Log             Log           `yaml:"log"`
 	Store           Store         `yaml:"store"`
+	Indexers        Indexers      `yaml:"indexers"`
+}
+
+// Indexers tunes the continuous indexers.
+type Indexers struct {
+	// Concurrency is how many documents are indexed at once.
+	Concurrency int `yaml:"concurrency"`
+	// BatchSize is how many documents one claim takes.
+	BatchSize int `yaml:"batch_size"`
+	// PollInterval is how often an idle indexer looks for documents another
+	// process stored (this process's pollers wake it at once).
+	PollInterval time.Duration `yaml:"poll_interval"`
 }
 
 // Log configures logging.
@@ -72,6 +84,7 @@ func Default() Config {
 		ShutdownTimeout: 10 * time.Second,
 		Log:             Log{Level: "info", Format: "text"},
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
+		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
 	}
 }
 
@@ -287,6 +300,15 @@ func (c Config) Validate() error {
 	}
 	if c.Store.SQLite.BusyTimeout <= 0 {
 		bad("store.sqlite.busy_timeout", "must be positive, got %s", c.Store.SQLite.BusyTimeout)
+	}
+	if c.Indexers.Concurrency < 1 || c.Indexers.Concurrency > 256 {
+		bad("indexers.concurrency", "%d is not 1..256", c.Indexers.Concurrency)
+	}
+	if c.Indexers.BatchSize < 1 || c.Indexers.BatchSize > 10_000 {
+		bad("indexers.batch_size", "%d is not 1..10000", c.Indexers.BatchSize)
+	}
+	if c.Indexers.PollInterval < 10*time.Millisecond {
+		bad("indexers.poll_interval", "%s is shorter than 10ms", c.Indexers.PollInterval)
 	}
 	return errors.Join(errs...)
 }
