@@ -41,6 +41,10 @@ type Config struct {
 	Logger          *slog.Logger
 }
 
+// ClassMalformed is the error class of documents quarantined because their
+// source could not parse them.
+const ClassMalformed = "malformed_input"
+
 // Indexer turns one document into its tasks. It is the worker.Handler of
 // the indexer loop; New builds the loop.
 type Indexer struct {
@@ -86,6 +90,9 @@ type LinkPayload struct {
 func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (worker.Result, error) {
 	doc := job.Item
 	n := doc.Normalized
+	if reason, ok := n.Metadata[store.MetaParseError].(string); ok {
+		return worker.Result{}, worker.Classify(ClassMalformed, true, false, fmt.Errorf("%s %s: %s", doc.SourceType, doc.ExternalID, reason))
+	}
 	found := links.FromText(n.Body)
 	if h, ok := n.Metadata["html"].(string); ok {
 		found = links.Merge(found, links.FromHTML(h))

@@ -47,6 +47,11 @@ type Normalized struct {
 	Links    []Link         `json:"links,omitempty"`
 }
 
+// MetaParseError is the Normalized.Metadata key under which a poller
+// records why it could not parse an item. The raw item is stored all the
+// same, and the indexers quarantine it with that reason.
+const MetaParseError = "parseError"
+
 // Document is one immutable version of an external item, plus the mutable
 // processing fields (State, lease, Attempts, Error).
 type Document struct {

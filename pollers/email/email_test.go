@@ -1,0 +1,162 @@
+package email_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers/email"
+)
+
+func parse(t *testing.T, path string) (*email.Message, []byte, error) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := email.Parse(raw)
+	return m, raw, err
+}
+
+func TestGoodMessages(t *testing.T) {
+	t.Parallel()
+	m, raw, err := parse(t, "testdata/good/alternative.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "Deploy plan for release 2.3" || m.From != "Ann Novak <ann.novak@acme.test>" ||
+		!slices.Equal(m.To, []string{"Bob Smith <bob.smith@acme.test>", "ops@acme.test"}) || len(m.Cc) != 1 ||
+		m.MessageID != "20260303081358.4711@acme.test" || m.Date.Format("2006-01-02T15:04") != "2026-03-03T08:13" {
+		t.Fatalf("headers: %+v", m)
+	}
+	if !strings.Contains(m.Text, "please review the runbook at https://wiki.acme.test/ops/runbook?utm_source=mail before Friday") || strings.Contains(m.Text, "<p>") {
+		t.Fatalf("text/plain preferred, quoted-printable decoded: %q", m.Text)
+	}
+	doc := m.Document(raw)
+	if doc.ExternalID != m.MessageID || doc.Normalized.Metadata["from"] != "ann.novak@acme.test" || doc.Normalized.Metadata["html"] == nil {
+		t.Fatalf("document: %+v", doc.Normalized.Metadata)
+	}
+
+	m, _, err = parse(t, "testdata/good/html-only.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.Text, "Rotate TLS certificates") || !strings.Contains(m.Text, "**Bob Smith** changed the status") || strings.Contains(m.Text, "<td>") || strings.Contains(m.Text, "color:#333") {
+		t.Fatalf("HTML-only converted: %q", m.Text)
+	}
+
+	m, _, err = parse(t, "testdata/good/iso-8859-2.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "Porada o příjmu změn" || m.From != "Jiří Dvořák <jiri.dvorak@acme.test>" || !strings.Contains(m.Text, "schůzka k přijmu změn bude ve čtvrtek v Brně") {
+		t.Fatalf("ISO-8859-2: %q / %q / %q", m.Subject, m.From, m.Text)
+	}
+
+	m, _, err = parse(t, "testdata/good/utf8-attachment.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "Faktura № 2291 – splatná" || len(m.Attachments) != 1 || m.Attachments[0].Name != "invoice-2291.pdf" ||
+		m.Attachments[0].ContentType != "application/pdf" || m.Attachments[0].Size != 680 || strings.Contains(m.Text, "PDF") {
+		t.Fatalf("UTF-8 + attachment: %q %+v %q", m.Subject, m.Attachments, m.Text)
+	}
+
+	m, _, err = parse(t, "testdata/good/reply.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.InReplyTo != "20260303081358.4711@acme.test" || !slices.Equal(m.References, []string{"20260303081358.4711@acme.test"}) {
+		t.Fatalf("thread: %+v", m)
+	}
+}
+
+func TestBadMessages(t *testing.T) {
+	t.Parallel()
+	for file, want := range map[string]string{
+		"truncated.eml":         "part 1",
+		"mime-bomb-nesting.eml": "multipart entities",
+		"huge-headers.eml":      "header block",
+		"invalid-charset.eml":   "charset",
+		"binary.eml":            "not an email message",
+	} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			_, raw, err := parse(t, "testdata/bad/"+file)
+			if !errors.Is(err, email.ErrMalformed) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %v, want ErrMalformed mentioning %q", err, want)
+			}
+			doc := email.Unparsable(raw, err)
+			if doc.Normalized.Metadata[store.MetaParseError] != err.Error() || !bytes.Equal(doc.Raw, raw) || doc.ExternalID == "" {
+				t.Fatalf("unparsable document: %+v", doc.Normalized)
+			}
+		})
+	}
+}
+
+// A 30 MB attachment is fine: it becomes metadata; its bytes are not text.
+func TestLargeAttachment(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	b.WriteString("From: a@acme.test\r\nTo: b@acme.test\r\nSubject: big file\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"x\"\r\n\r\n--x\r\nContent-Type: text/plain\r\n\r\nSee the dump.\r\n--x\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=\"dump.bin\"\r\nContent-Transfer-Encoding: base64\r\n\r\n")
+	enc := base64.NewEncoder(base64.StdEncoding, &lineWriter{w: &b})
+	chunk := bytes.Repeat([]byte{0xAB}, 1<<20)
+	for range 30 {
+		enc.Write(chunk)
+	}
+	enc.Close()
+	b.WriteString("\r\n--x--\r\n")
+	m, err := email.Parse(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Attachments) != 1 || m.Attachments[0].Size != 30<<20 || m.Text != "See the dump." {
+		t.Fatalf("%+v %q", m.Attachments, m.Text)
+	}
+}
+
+type lineWriter struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	for _, c := range p {
+		l.w.WriteByte(c)
+		if l.n++; l.n == 76 {
+			l.w.WriteString("\r\n")
+			l.n = 0
+		}
+	}
+	return len(p), nil
+}
+
+func FuzzParse(f *testing.F) {
+	for _, dir := range []string{"testdata/good", "testdata/bad"} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if b, err := os.ReadFile(dir + "/" + e.Name()); err == nil && len(b) < 20_000 {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		m, err := email.Parse(raw)
+		if err != nil {
+			if !errors.Is(err, email.ErrMalformed) {
+				t.Fatalf("error without ErrMalformed: %v", err)
+			}
+			_ = email.Unparsable(raw, err)
+			return
+		}
+		doc := m.Document(raw)
+		if doc.ExternalID == "" {
+			t.Fatal("no external id")
+		}
+	})
+}
