@@ -1,0 +1,304 @@
+// Package jira turns Jira issues into source documents: from REST payloads
+// (a single issue, a search response with "issues", or an array of issues,
+// from Cloud's /rest/api/3 or Data Center's /rest/api/2) and, in a later
+// step, from a polled Jira site.
+//
+// Kept: key, summary, description, status, type, priority, project,
+// assignee and reporter, labels, fix versions, issue links with their type
+// names and direction, comments (author, time, text), created and updated.
+// Cloud's rich text (Atlassian Document Format) becomes plain text. An
+// issue with missing or mistyped fields is returned with its raw JSON and
+// the reason (store.MetaParseError), so it is quarantined, not lost.
+package jira
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// ErrNotJira means a JSON document has no Jira issues in it.
+var ErrNotJira = errors.New("not a Jira issue payload")
+
+type user struct {
+	DisplayName  string `json:"displayName"`
+	EmailAddress string `json:"emailAddress"`
+	Name         string `json:"name"`      // Data Center
+	AccountID    string `json:"accountId"` // Cloud
+}
+
+func (u *user) ref() string {
+	if u == nil {
+		return ""
+	}
+	switch {
+	case u.EmailAddress != "":
+		return strings.ToLower(u.EmailAddress)
+	case u.Name != "":
+		return u.Name
+	}
+	return u.AccountID
+}
+
+type named struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+type issueLink struct {
+	Type struct {
+		Name    string `json:"name"`
+		Inward  string `json:"inward"`
+		Outward string `json:"outward"`
+	} `json:"type"`
+	InwardIssue  *struct{ Key string } `json:"inwardIssue"`
+	OutwardIssue *struct{ Key string } `json:"outwardIssue"`
+}
+
+type comment struct {
+	Author  *user           `json:"author"`
+	Body    json.RawMessage `json:"body"`
+	Created string          `json:"created"`
+}
+
+type fields struct {
+	Summary     string          `json:"summary"`
+	Description json.RawMessage `json:"description"`
+	Status      *named          `json:"status"`
+	IssueType   *named          `json:"issuetype"`
+	Priority    *named          `json:"priority"`
+	Project     *named          `json:"project"`
+	Assignee    *user           `json:"assignee"`
+	Reporter    *user           `json:"reporter"`
+	Labels      []string        `json:"labels"`
+	FixVersions []named         `json:"fixVersions"`
+	IssueLinks  []issueLink     `json:"issuelinks"`
+	Comment     *struct {
+		Comments []comment `json:"comments"`
+	} `json:"comment"`
+	Created string `json:"created"`
+	Updated string `json:"updated"`
+}
+
+type issue struct {
+	ID     string  `json:"id"`
+	Key    string  `json:"key"`
+	Self   string  `json:"self"`
+	Fields *fields `json:"fields"`
+}
+
+// Link is an issue link as kept in metadata.
+type Link struct {
+	Type      string `json:"type"`      // "Blocks", "Duplicate", "Relates"
+	Direction string `json:"direction"` // "outward" (this issue blocks Key) or "inward"
+	Phrase    string `json:"phrase"`    // "blocks", "is blocked by"
+	Key       string `json:"key"`
+}
+
+// Comment is a comment as kept in metadata.
+type Comment struct {
+	Author  string `json:"author"`
+	Created string `json:"created"`
+	Text    string `json:"text"`
+}
+
+// Parse returns one document per issue in a REST payload. Items that are not
+// valid issues come back as documents with a parse error.
+func Parse(payload []byte) ([]store.Document, error) {
+	payload = bytes.TrimSpace(payload)
+	var items []json.RawMessage
+	switch {
+	case len(payload) > 0 && payload[0] == '[':
+		if err := json.Unmarshal(payload, &items); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotJira, err)
+		}
+	case len(payload) > 0 && payload[0] == '{':
+		var probe struct {
+			Issues json.RawMessage `json:"issues"`
+			Key    json.RawMessage `json:"key"`
+			Fields json.RawMessage `json:"fields"`
+		}
+		if err := json.Unmarshal(payload, &probe); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotJira, err)
+		}
+		switch {
+		case probe.Issues != nil:
+			if err := json.Unmarshal(probe.Issues, &items); err != nil {
+				return nil, fmt.Errorf("%w: issues: %v", ErrNotJira, err)
+			}
+		case probe.Key != nil || probe.Fields != nil:
+			items = []json.RawMessage{payload}
+		default:
+			return nil, ErrNotJira
+		}
+	default:
+		return nil, ErrNotJira
+	}
+	docs := make([]store.Document, 0, len(items))
+	for i, raw := range items {
+		d, err := Issue(raw)
+		if err != nil {
+			d = unparsable(raw, fmt.Errorf("issue %d: %w", i+1, err))
+		}
+		docs = append(docs, d)
+	}
+	return docs, nil
+}
+
+// Issue turns one issue's JSON into a document.
+func Issue(raw json.RawMessage) (store.Document, error) {
+	var is issue
+	if err := json.Unmarshal(raw, &is); err != nil {
+		return store.Document{}, err
+	}
+	switch {
+	case is.Key == "":
+		return store.Document{}, errors.New("missing key")
+	case is.Fields == nil:
+		return store.Document{}, fmt.Errorf("%s: missing fields", is.Key)
+	case strings.TrimSpace(is.Fields.Summary) == "":
+		return store.Document{}, fmt.Errorf("%s: missing summary", is.Key)
+	}
+	f := is.Fields
+	desc := richText(f.Description)
+	meta := map[string]any{"key": is.Key}
+	set := func(k, v string) {
+		if v != "" {
+			meta[k] = v
+		}
+	}
+	if f.Status != nil {
+		set("status", f.Status.Name)
+	}
+	if f.IssueType != nil {
+		set("issueType", f.IssueType.Name)
+	}
+	if f.Priority != nil {
+		set("priority", f.Priority.Name)
+	}
+	if f.Project != nil {
+		set("project", f.Project.Key)
+	}
+	set("assignee", f.Assignee.ref())
+	set("reporter", f.Reporter.ref())
+	set("created", f.Created)
+	set("updated", f.Updated)
+	if len(f.Labels) > 0 {
+		meta["labels"] = f.Labels
+	}
+	var versions []string
+	for _, v := range f.FixVersions {
+		versions = append(versions, v.Name)
+	}
+	if len(versions) > 0 {
+		meta["fixVersions"] = versions
+	}
+	var links []Link
+	for _, l := range f.IssueLinks {
+		switch {
+		case l.OutwardIssue != nil:
+			links = append(links, Link{Type: l.Type.Name, Direction: "outward", Phrase: l.Type.Outward, Key: l.OutwardIssue.Key})
+		case l.InwardIssue != nil:
+			links = append(links, Link{Type: l.Type.Name, Direction: "inward", Phrase: l.Type.Inward, Key: l.InwardIssue.Key})
+		}
+	}
+	if len(links) > 0 {
+		meta["issueLinks"] = links
+	}
+	var body strings.Builder
+	body.WriteString(desc)
+	var comments []Comment
+	if f.Comment != nil {
+		for _, c := range f.Comment.Comments {
+			cm := Comment{Author: c.Author.ref(), Created: c.Created, Text: richText(c.Body)}
+			comments = append(comments, cm)
+			fmt.Fprintf(&body, "\n\nComment by %s (%s):\n%s", cm.Author, cm.Created, cm.Text)
+		}
+	}
+	if len(comments) > 0 {
+		meta["comments"] = comments
+	}
+	observed, _ := time.Parse("2006-01-02T15:04:05.000-0700", f.Updated)
+	return store.Document{
+		SourceType: store.SourceJira,
+		ExternalID: is.Key,
+		Raw:        raw,
+		ObservedAt: observed,
+		Normalized: store.Normalized{Title: is.Key + ": " + f.Summary, Body: strings.TrimSpace(body.String()), Metadata: meta},
+	}, nil
+}
+
+// richText returns the text of a description or comment body: a plain
+// string (REST v2) or an Atlassian Document Format node (REST v3).
+func richText(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var node adf
+	if json.Unmarshal(raw, &node) != nil {
+		return ""
+	}
+	var b strings.Builder
+	node.text(&b, 0)
+	return strings.TrimSpace(b.String())
+}
+
+// adf is an Atlassian Document Format node.
+type adf struct {
+	Type    string          `json:"type"`
+	Text    string          `json:"text"`
+	Attrs   json.RawMessage `json:"attrs"`
+	Content []adf           `json:"content"`
+}
+
+func (n adf) text(b *strings.Builder, depth int) {
+	if depth > 100 {
+		return
+	}
+	switch n.Type {
+	case "text":
+		b.WriteString(n.Text)
+	case "hardBreak":
+		b.WriteString("\n")
+	case "mention", "emoji", "inlineCard":
+		var a struct{ Text, URL, ShortName string }
+		json.Unmarshal(n.Attrs, &a)
+		b.WriteString(a.Text + a.URL + a.ShortName)
+	}
+	for _, c := range n.Content {
+		c.text(b, depth+1)
+	}
+	switch n.Type {
+	case "paragraph", "heading", "listItem", "codeBlock", "blockquote", "rule":
+		b.WriteString("\n")
+	}
+}
+
+func unparsable(raw []byte, reason error) store.Document {
+	var probe struct {
+		Key string `json:"key"`
+	}
+	_ = json.Unmarshal(raw, &probe)
+	id := probe.Key
+	if id == "" || len(id) > 255 {
+		sum := sha256.Sum256(raw)
+		id = "sha256:" + hex.EncodeToString(sum[:12])
+	}
+	return store.Document{
+		SourceType: store.SourceJira,
+		ExternalID: id,
+		Raw:        raw,
+		Normalized: store.Normalized{Title: probe.Key, Metadata: map[string]any{store.MetaParseError: reason.Error()}},
+	}
+}
