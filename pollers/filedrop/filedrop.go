@@ -1,0 +1,220 @@
+// Package filedrop imports files: .eml messages, mbox mailboxes, Jira REST
+// JSON (one issue, a search response, or an array of issues), Confluence
+// REST JSON or storage-format XHTML, and Markdown or plain text. Parse turns
+// one file into documents; Source watches a directory as a connection.
+//
+// A file that cannot be parsed still becomes a document (raw bytes kept,
+// store.MetaParseError set) and is quarantined by the indexers; a file of a
+// type filedrop does not know is skipped (ErrUnsupported).
+package filedrop
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/confluence"
+	"github.com/jervis-dev/jervis/pollers/email"
+	"github.com/jervis-dev/jervis/pollers/jira"
+)
+
+// ErrUnsupported means filedrop does not import files of this type.
+var ErrUnsupported = errors.New("unsupported file type")
+
+// MaxFileBytes is the largest file read whole; bigger ones are quarantined.
+const MaxFileBytes = email.MaxBytes
+
+// Parse turns the file name (its extension picks the format; the name is
+// the external ID of text files) with content raw into documents.
+func Parse(name string, raw []byte) ([]store.Document, error) {
+	ext := strings.ToLower(filepath.Ext(name))
+	if len(raw) > MaxFileBytes {
+		return []store.Document{tooLarge(name, raw, ext)}, nil
+	}
+	switch ext {
+	case ".eml":
+		return []store.Document{message(raw)}, nil
+	case ".mbox":
+		return mbox(name, raw), nil
+	case ".md", ".markdown", ".txt":
+		return []store.Document{text(name, raw)}, nil
+	case ".json":
+		docs, err := jira.Parse(raw)
+		if errors.Is(err, jira.ErrNotJira) {
+			docs, err = confluence.Parse(raw)
+		}
+		if err != nil {
+			return []store.Document{unparsable(name, raw, store.SourceFile, fmt.Errorf("JSON is neither Jira issues nor Confluence pages: %w", err))}, nil
+		}
+		return docs, nil
+	case ".xhtml", ".html", ".htm":
+		title := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+		return []store.Document{confluence.StorageDocument(title, raw)}, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrUnsupported, name)
+}
+
+func message(raw []byte) store.Document {
+	m, err := email.Parse(raw)
+	if err != nil {
+		return email.Unparsable(raw, err)
+	}
+	return m.Document(raw)
+}
+
+// mbox splits a mailbox at "From " separator lines (mboxrd: ">From " lines
+// in bodies are unescaped). A file that does not start with a separator is
+// not an mbox and is quarantined whole.
+func mbox(name string, raw []byte) []store.Document {
+	if !bytes.HasPrefix(raw, []byte("From ")) {
+		return []store.Document{unparsable(name, raw, store.SourceEmail, errors.New(`mbox: the first line is not a "From " separator`))}
+	}
+	var docs []store.Document
+	var cur [][]byte
+	flush := func() {
+		if len(cur) > 0 {
+			docs = append(docs, message(bytes.Join(cur, []byte("\n"))))
+		}
+		cur = cur[:0]
+	}
+	lines := bytes.Split(raw, []byte("\n"))
+	for i, line := range lines {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if bytes.HasPrefix(line, []byte("From ")) && (i == 0 || len(bytes.TrimSpace(lines[i-1])) == 0) {
+			flush()
+			continue
+		}
+		if unq, ok := bytes.CutPrefix(line, []byte(">")); ok && bytes.HasPrefix(bytes.TrimLeft(unq, ">"), []byte("From ")) {
+			line = unq
+		}
+		cur = append(cur, append([]byte(nil), line...))
+	}
+	flush()
+	return docs
+}
+
+func text(name string, raw []byte) store.Document {
+	if !utf8.Valid(raw) || bytes.IndexByte(raw, 0) >= 0 {
+		return unparsable(name, raw, store.SourceFile, errors.New("not UTF-8 text"))
+	}
+	body := string(raw)
+	title := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+	for line := range strings.Lines(body) {
+		if h, ok := strings.CutPrefix(strings.TrimSpace(line), "# "); ok {
+			title = strings.TrimSpace(h)
+			break
+		}
+	}
+	return store.Document{SourceType: store.SourceFile, ExternalID: filepath.ToSlash(name), Raw: raw,
+		Normalized: store.Normalized{Title: title, Body: body, Metadata: map[string]any{"path": filepath.ToSlash(name)}}}
+}
+
+func tooLarge(name string, raw []byte, ext string) store.Document {
+	return unparsable(name, raw[:MaxFileBytes], store.SourceFile, fmt.Errorf("%s is %d bytes, more than %d; only the first %d bytes are kept", ext, len(raw), MaxFileBytes, MaxFileBytes))
+}
+
+func unparsable(name string, raw []byte, st store.SourceType, reason error) store.Document {
+	return store.Document{SourceType: st, ExternalID: filepath.ToSlash(name), Raw: raw,
+		Normalized: store.Normalized{Title: filepath.Base(name), Metadata: map[string]any{store.MetaParseError: reason.Error(), "path": filepath.ToSlash(name)}}}
+}
+
+// Source watches a directory (recursively) as a connection: each poll
+// imports the files changed since the cursor, oldest first.
+type Source struct {
+	dir   string
+	batch int
+}
+
+var _ pollers.Source = (*Source)(nil)
+
+// New returns a source for dir, which must exist. batch caps the files per
+// page (default 200).
+func New(dir string, batch int) (*Source, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filedrop: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("filedrop: %s is not a directory", dir)
+	}
+	return &Source{dir: dir, batch: cmp.Or(batch, 200)}, nil
+}
+
+// cursor is the (modification time, path) of the last file imported.
+type cursor struct {
+	ModNanos int64  `json:"t"`
+	Path     string `json:"p"`
+}
+
+type file struct {
+	cursor
+	size int64
+}
+
+// Poll implements pollers.Source.
+func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
+	var after cursor
+	if cur != "" {
+		if err := json.Unmarshal([]byte(cur), &after); err != nil {
+			return pollers.Batch{}, fmt.Errorf("filedrop: cursor %q: %w", cur, err)
+		}
+	}
+	var files []file
+	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(s.dir, path)
+		f := file{cursor{info.ModTime().UnixNano(), filepath.ToSlash(rel)}, info.Size()}
+		if f.ModNanos > after.ModNanos || f.ModNanos == after.ModNanos && f.Path > after.Path {
+			files = append(files, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return pollers.Batch{}, fmt.Errorf("filedrop: scan %s: %w", s.dir, err)
+	}
+	slices.SortFunc(files, func(a, b file) int {
+		return cmp.Or(cmp.Compare(a.ModNanos, b.ModNanos), strings.Compare(a.Path, b.Path))
+	})
+	var batch pollers.Batch
+	batch.Cursor = cur
+	for i, f := range files {
+		if i == s.batch {
+			batch.More = true
+			break
+		}
+		raw, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f.Path)))
+		if err != nil {
+			return batch, fmt.Errorf("filedrop: %w", err)
+		}
+		docs, err := Parse(f.Path, raw)
+		if err == nil {
+			batch.Documents = append(batch.Documents, docs...)
+		}
+		c, _ := json.Marshal(f.cursor)
+		batch.Cursor = string(c)
+	}
+	return batch, nil
+}
