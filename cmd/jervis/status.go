@@ -14,7 +14,7 @@ import (
 )
 
 func (a *app) statusCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, quarantined bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Print queue depths per state, per source and per client, read from the store",
@@ -25,6 +25,25 @@ func (a *app) statusCommand() *cobra.Command {
 				return err
 			}
 			defer st.Close()
+			if quarantined {
+				docs, err := st.ListDocuments(cmd.Context(), store.DocumentQuery{State: store.DocQuarantined, Limit: 1000})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(a.stdout).Encode(docs)
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CLIENT\tSOURCE\tEXTERNAL ID\tVERSION\tREASON")
+				for _, d := range docs {
+					reason := ""
+					if d.Error != nil {
+						reason = d.Error.Class + ": " + d.Error.Message
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", d.Client, d.SourceType, d.ExternalID, d.Version, reason)
+				}
+				return tw.Flush()
+			}
 			stats, err := st.Stats(cmd.Context())
 			if err != nil {
 				return err
@@ -37,6 +56,7 @@ func (a *app) statusCommand() *cobra.Command {
 			return printStats(a.stdout, stats)
 		},
 	}
+	cmd.Flags().BoolVar(&quarantined, "quarantined", false, "list quarantined documents with their reasons instead")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object: {"documents":{"NEW":0,...},"tasks":{"DONE":0,...},...}`)
 	return cmd
 }

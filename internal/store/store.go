@@ -78,8 +78,19 @@ type TaskTransition struct {
 	Reason string
 }
 
+// DocumentQuery selects documents, newest first. Zero fields match all.
+type DocumentQuery struct {
+	Client     string
+	State      DocumentState
+	SourceType SourceType
+	Limit      int // default 100
+}
+
 // Documents stores source document versions and moves them through indexing.
 type Documents interface {
+	// ListDocuments returns matching documents (without Raw), most recently
+	// updated first.
+	ListDocuments(ctx context.Context, q DocumentQuery) ([]Document, error)
 	// PutDocument stores doc as a new version in state NEW, computing its ID
 	// and version number. Putting content that is already stored is a no-op
 	// that returns the stored version and created=false.

@@ -53,7 +53,12 @@ func Classify(class string, permanent, recoverable bool, err error) error {
 func describe(err error) (f Failure, permanent bool) {
 	var we *Error
 	if errors.As(err, &we) {
-		return Failure{Class: we.Class, Message: err.Error(), Recoverable: we.Recoverable}, we.Permanent
+		// The class has its own field; the message is the cause's.
+		msg := err.Error()
+		if we == err {
+			msg = we.Err.Error()
+		}
+		return Failure{Class: we.Class, Message: msg, Recoverable: we.Recoverable}, we.Permanent
 	}
 	return Failure{Class: ClassTransient, Message: err.Error(), Recoverable: true}, false
 }

@@ -226,7 +226,7 @@ func TestPermanentErrorFailsAtOnce(t *testing.T) {
 	runUntil(t, func() bool { return stats(t, s).Tasks["FAILED"] == 1 }, w)
 	tk, _ := s.GetTask(t.Context(), "acme", store.TaskID("bad-0", store.KindData, ""))
 	if calls.Load() != 1 || tk.Attempts != 1 || tk.LastError == nil || tk.LastError.Class != worker.ClassPermanent ||
-		tk.LastError.Recoverable || tk.LastError.Message != "permanent: payload is not JSON" {
+		tk.LastError.Recoverable || tk.LastError.Message != "payload is not JSON" {
 		t.Fatalf("calls=%d task=%+v err=%+v", calls.Load(), tk, tk.LastError)
 	}
 }

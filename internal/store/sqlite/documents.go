@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
@@ -112,6 +113,27 @@ func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Docum
 		return store.Document{}, fmt.Errorf("document %s: %w", id, store.ErrNotFound)
 	}
 	return ds[0], nil
+}
+
+// ListDocuments implements store.Documents.
+func (s *Store) ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error) {
+	where, args := []string{"1 = 1"}, []any{}
+	for col, v := range map[string]string{"client": q.Client, "state": string(q.State), "source_type": string(q.SourceType)} {
+		if v != "" {
+			where = append(where, col+" = ?")
+			args = append(args, v)
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	cols := strings.Replace(docColumns, "raw,", "NULL,", 1)
+	ds, err := queryDocuments(ctx, s.db.R, `SELECT `+cols+` FROM documents WHERE `+strings.Join(where, " AND ")+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, s.db.Explain("list documents", err)
+	}
+	return ds, nil
 }
 
 // ListDocumentVersions implements store.Documents.

@@ -198,6 +198,17 @@ func testDocumentClaim(t *testing.T, s store.Store) {
 	if r.State != store.DocNew || r.Attempts != 0 || r.LeaseOwner != "" {
 		t.Fatalf("released doc: state=%s attempts=%d owner=%q", r.State, r.Attempts, r.LeaseOwner)
 	}
+	// Listing by state shows the quarantine reason, without the raw bytes.
+	qs := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", State: store.DocQuarantined}))(t)
+	if len(qs) != 1 || qs[0].ID != a[1].ID || qs[0].Error == nil || qs[0].Error.Message != "bad MIME" || qs[0].Raw != nil {
+		t.Fatalf("list quarantined: %+v", qs)
+	}
+	if all := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", Limit: 2}))(t); len(all) != 2 {
+		t.Fatalf("limit: %d", len(all))
+	}
+	if other := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "globex"}))(t); len(other) != 0 {
+		t.Fatalf("another client's documents listed: %d", len(other))
+	}
 	// A document whose attempts are spent is quarantined by the rescuer.
 	d, _ := mustPut(t, s, store.Document{Client: "acme", SourceType: store.SourceFile, ExternalID: "poison", Raw: []byte("p"), MaxAttempts: 1})
 	for {
