@@ -346,4 +346,3 @@ func finished(t *testing.T, st store.Store) []pollers.PollResult {
 }
 
 func countFinished(t *testing.T, st store.Store) int { return len(finished(t, st)) }
-

@@ -38,8 +38,8 @@ const (
 
 // Config configures a Source.
 type Config struct {
-	Addr      string   // host:port
-	TLS       string   // tls (default), starttls or none
+	Addr      string // host:port
+	TLS       string // tls (default), starttls or none
 	Username  string
 	Password  string   `json:"-"`
 	Mailboxes []string // default INBOX
