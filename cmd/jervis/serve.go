@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,11 @@ import (
 
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/indexers"
+	"github.com/jervis-dev/jervis/internal/config"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/imap"
 )
 
 func (a *app) serveCommand() *cobra.Command {
@@ -49,6 +55,29 @@ func (a *app) serve(parent context.Context) error {
 	defer st.Close()
 	log.Info("store open", "backend", "sqlite", "path", st.Path())
 
+	// Build every component before starting any, so a bad setting (a missing
+	// secret, an unreadable directory) stops start-up with nothing running.
+	type component interface{ Run(context.Context) error }
+	var components []component
+	wake := func() {}
+	if a.cfg.HasRole("indexers") {
+		ix, err := indexers.New(st, indexers.Config{
+			Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
+			PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		wake = ix.Wake
+		components = append(components, ix)
+	}
+	if a.cfg.HasRole("pollers") {
+		sched, err := a.scheduler(st, wake)
+		if err != nil {
+			return err
+		}
+		components = append(components, sched)
+	}
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return err
@@ -74,15 +103,8 @@ func (a *app) serve(parent context.Context) error {
 		defer cancel()
 		return srv.Shutdown(sctx)
 	})
-	if a.cfg.HasRole("indexers") {
-		ix, err := indexers.New(st, indexers.Config{
-			Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
-			PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log,
-		})
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return ix.Run(gctx) })
+	for _, c := range components {
+		g.Go(func() error { return c.Run(gctx) })
 	}
 	for _, role := range a.cfg.Roles {
 		// Each role's components are wired here as they are built; a role with
@@ -106,5 +128,36 @@ func (a *app) serve(parent context.Context) error {
 // roleWired reports whether a role has components in this build. Health and
 // readiness are served by every process whatever its roles.
 func roleWired(role string) bool {
-	return role == "api" || role == "indexers"
+	return role == "api" || role == "indexers" || role == "pollers"
+}
+
+// scheduler builds the configured connections' sources. Secrets are read
+// here, from the environment or files, and go nowhere but the source.
+func (a *app) scheduler(st pollers.Store, wake func()) (*pollers.Scheduler, error) {
+	var conns []pollers.Connection
+	for _, c := range a.cfg.Connections {
+		var src pollers.Source
+		var err error
+		sourceType := store.SourceFile
+		switch c.Type {
+		case "imap":
+			sourceType = store.SourceEmail
+			var pw string
+			if pw, err = config.Secret(c.IMAP.PasswordEnv, c.IMAP.PasswordFile, a.environ); err != nil {
+				return nil, fmt.Errorf("connection %s: %w", c.ID, err)
+			}
+			src, err = imap.New(imap.Config{Addr: c.IMAP.Addr, TLS: c.IMAP.TLS, Username: c.IMAP.Username, Password: pw, Mailboxes: c.IMAP.Mailboxes})
+		case "filedrop":
+			src, err = filedrop.New(c.Filedrop.Path, 0)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("connection %s: %w", c.ID, err)
+		}
+		conns = append(conns, pollers.Connection{ID: c.ID, Client: c.Client, SourceType: sourceType, Schedule: c.Schedule, Source: src})
+		a.log.Info("connection scheduled", "connection", c.ID, "client", c.Client, "type", c.Type, "schedule", c.Schedule)
+	}
+	if len(conns) == 0 {
+		a.log.Info("no connections configured; the pollers role has nothing to poll (see connections in deploy/jervis.example.yaml)")
+	}
+	return pollers.NewScheduler(pollers.Config{Store: st, Stored: wake, Logger: a.log}, conns...)
 }

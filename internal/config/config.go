@@ -17,12 +17,19 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
+)
+
+var (
+	clientID   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 )
 
 // Roles are the parts of the pipeline one process can run.
@@ -42,6 +49,61 @@ type Config struct {
 	Log             Log           `yaml:"log"`
 	Store           Store         `yaml:"store"`
 	Indexers        Indexers      `yaml:"indexers"`
+	// Connections are the sources the pollers watch (file only: no
+	// environment overrides).
+	Connections []Connection `yaml:"connections"`
+}
+
+// Connection is one source of one client.
+type Connection struct {
+	ID       string   `yaml:"id"`
+	Client   string   `yaml:"client"`
+	Type     string   `yaml:"type"`     // imap or filedrop
+	Schedule string   `yaml:"schedule"` // robfig/cron spec, e.g. "@every 2m"
+	IMAP     IMAP     `yaml:"imap"`
+	Filedrop Filedrop `yaml:"filedrop"`
+}
+
+// IMAP configures an imap connection. The password is read from an
+// environment variable or a file, never written in the config.
+type IMAP struct {
+	Addr         string   `yaml:"addr"` // host:port
+	TLS          string   `yaml:"tls"`  // tls, starttls or none
+	Username     string   `yaml:"username"`
+	PasswordEnv  string   `yaml:"password_env"`
+	PasswordFile string   `yaml:"password_file"`
+	Mailboxes    []string `yaml:"mailboxes"`
+}
+
+// Filedrop configures a watched directory.
+type Filedrop struct {
+	Path string `yaml:"path"`
+}
+
+// ConnectionTypes are the connection types this build can poll.
+var ConnectionTypes = []string{"imap", "filedrop"}
+
+// Secret reads a secret named by an environment variable or a file; the
+// error names where it looked, never the value.
+func Secret(env, file string, environ []string) (string, error) {
+	switch {
+	case env != "" && file != "":
+		return "", fmt.Errorf("set one of %s and a secret file, not both", env)
+	case env != "":
+		for _, kv := range environ {
+			if k, v, _ := strings.Cut(kv, "="); k == env {
+				return v, nil
+			}
+		}
+		return "", fmt.Errorf("environment variable %s is not set", env)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("secret file: %w", err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", errors.New("no secret configured (password_env or password_file)")
 }
 
 // Indexers tunes the continuous indexers.
@@ -153,6 +215,10 @@ func decode(node *yaml.Node, v reflect.Value, path string) error {
 	if v.Kind() == reflect.Slice {
 		if node.Kind != yaml.SequenceNode {
 			return fmt.Errorf("line %d: %s: want a list, got %s", node.Line, path, kind(node))
+		}
+		if len(node.Content) == 0 {
+			v.Set(reflect.Zero(v.Type())) // "[]" is the same as leaving it out
+			return nil
 		}
 		out := reflect.MakeSlice(v.Type(), len(node.Content), len(node.Content))
 		for i, item := range node.Content {
@@ -300,6 +366,46 @@ func (c Config) Validate() error {
 	}
 	if c.Store.SQLite.BusyTimeout <= 0 {
 		bad("store.sqlite.busy_timeout", "must be positive, got %s", c.Store.SQLite.BusyTimeout)
+	}
+	ids := map[string]bool{}
+	for i, conn := range c.Connections {
+		key := fmt.Sprintf("connections[%d]", i)
+		switch {
+		case conn.ID == "":
+			bad(key+".id", "required")
+		case ids[conn.ID]:
+			bad(key+".id", "%q is used twice", conn.ID)
+		}
+		ids[conn.ID] = true
+		if !clientID.MatchString(conn.Client) {
+			bad(key+".client", "%q must match %s", conn.Client, clientID)
+		}
+		if conn.Schedule == "" {
+			bad(key+".schedule", `required (a cron spec such as "@every 2m")`)
+		} else if _, err := cronParser.Parse(conn.Schedule); err != nil {
+			bad(key+".schedule", "%q: %v", conn.Schedule, err)
+		}
+		switch conn.Type {
+		case "imap":
+			if _, _, err := net.SplitHostPort(conn.IMAP.Addr); err != nil {
+				bad(key+".imap.addr", "%q is not host:port", conn.IMAP.Addr)
+			}
+			if conn.IMAP.Username == "" {
+				bad(key+".imap.username", "required")
+			}
+			if (conn.IMAP.PasswordEnv == "") == (conn.IMAP.PasswordFile == "") {
+				bad(key+".imap", "set exactly one of password_env and password_file")
+			}
+			if t := conn.IMAP.TLS; t != "" && t != "tls" && t != "starttls" && t != "none" {
+				bad(key+".imap.tls", "%q is not tls, starttls or none", t)
+			}
+		case "filedrop":
+			if conn.Filedrop.Path == "" {
+				bad(key+".filedrop.path", "required")
+			}
+		default:
+			bad(key+".type", "%q is not one of %s", conn.Type, strings.Join(ConnectionTypes, ", "))
+		}
 	}
 	if c.Indexers.Concurrency < 1 || c.Indexers.Concurrency > 256 {
 		bad("indexers.concurrency", "%d is not 1..256", c.Indexers.Concurrency)

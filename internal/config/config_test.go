@@ -128,3 +128,81 @@ func TestMissingFileIsAnError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestConnections(t *testing.T) {
+	t.Parallel()
+	p := write(t, `connections:
+  - id: acme-mail
+    client: acme
+    type: imap
+    schedule: "@every 2m"
+    imap:
+      addr: imap.acme.test:993
+      username: jervis@acme.test
+      password_env: ACME_IMAP_PASSWORD
+      mailboxes: [INBOX, Sent]
+  - id: acme-drop
+    client: acme
+    type: filedrop
+    schedule: "*/5 * * * *"
+    filedrop:
+      path: /srv/drop
+`)
+	c, err := config.Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Connections) != 2 || c.Connections[0].IMAP.Mailboxes[1] != "Sent" || c.Connections[1].Filedrop.Path != "/srv/drop" {
+		t.Fatalf("%+v", c.Connections)
+	}
+	for _, tc := range []struct {
+		mutate func(*config.Connection)
+		want   string
+	}{
+		{func(c *config.Connection) { c.ID = "" }, "connections[0].id"},
+		{func(c *config.Connection) { c.Client = "Acme Corp" }, "connections[0].client"},
+		{func(c *config.Connection) { c.Schedule = "sometimes" }, "connections[0].schedule"},
+		{func(c *config.Connection) { c.Type = "ftp" }, "connections[0].type"},
+		{func(c *config.Connection) { c.IMAP.Addr = "imap.acme.test" }, "connections[0].imap.addr"},
+		{func(c *config.Connection) { c.IMAP.PasswordFile = "/run/secret" }, "exactly one of password_env and password_file"},
+		{func(c *config.Connection) { c.IMAP.PasswordEnv = "" }, "exactly one of password_env and password_file"},
+		{func(c *config.Connection) { c.IMAP.TLS = "ssl" }, "connections[0].imap.tls"},
+	} {
+		bad := c
+		bad.Connections = append([]config.Connection(nil), c.Connections...)
+		tc.mutate(&bad.Connections[0])
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want %q", err, tc.want)
+		}
+	}
+	dup := c
+	dup.Connections = []config.Connection{c.Connections[1], c.Connections[1]}
+	if err := dup.Validate(); err == nil || !strings.Contains(err.Error(), "used twice") {
+		t.Errorf("duplicate id: %v", err)
+	}
+	if _, err := config.Load(write(t, "connections:\n  - id: x\n    imap:\n      pasword_env: X\n"), nil); err == nil || !strings.Contains(err.Error(), "connections[0].imap.pasword_env") {
+		t.Errorf("typo in a connection: %v", err)
+	}
+}
+
+func TestSecret(t *testing.T) {
+	t.Parallel()
+	env := []string{"A=1", "IMAP_PW=s3cret"}
+	if v, err := config.Secret("IMAP_PW", "", env); err != nil || v != "s3cret" {
+		t.Fatalf("%q %v", v, err)
+	}
+	f := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(f, []byte("from-file\n"), 0o600)
+	if v, err := config.Secret("", f, env); err != nil || v != "from-file" {
+		t.Fatalf("%q %v", v, err)
+	}
+	if _, err := config.Secret("MISSING", "", env); err == nil || !strings.Contains(err.Error(), "MISSING is not set") {
+		t.Fatalf("missing env: %v", err)
+	}
+	if _, err := config.Secret("", "", env); err == nil {
+		t.Fatal("no secret accepted")
+	}
+}
