@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -19,8 +20,11 @@ import (
 	"github.com/jervis-dev/jervis/internal/config"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/confluence"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/git"
 	"github.com/jervis-dev/jervis/pollers/imap"
+	"github.com/jervis-dev/jervis/pollers/jira"
 )
 
 func (a *app) serveCommand() *cobra.Command {
@@ -147,6 +151,23 @@ func (a *app) scheduler(st pollers.Store, wake func()) (*pollers.Scheduler, erro
 				return nil, fmt.Errorf("connection %s: %w", c.ID, err)
 			}
 			src, err = imap.New(imap.Config{Addr: c.IMAP.Addr, TLS: c.IMAP.TLS, Username: c.IMAP.Username, Password: pw, Mailboxes: c.IMAP.Mailboxes})
+		case "jira":
+			sourceType = store.SourceJira
+			var token string
+			if token, err = config.Secret(c.Jira.TokenEnv, c.Jira.TokenFile, a.environ); err != nil {
+				return nil, fmt.Errorf("connection %s: %w", c.ID, err)
+			}
+			src, err = jira.NewSource(jira.Config{BaseURL: c.Jira.URL, Deployment: c.Jira.Deployment, Username: c.Jira.Username, Token: token, JQL: c.Jira.JQL})
+		case "confluence":
+			sourceType = store.SourceConfluence
+			var token string
+			if token, err = config.Secret(c.Confluence.TokenEnv, c.Confluence.TokenFile, a.environ); err != nil {
+				return nil, fmt.Errorf("connection %s: %w", c.ID, err)
+			}
+			src, err = confluence.NewSource(confluence.Config{BaseURL: c.Confluence.URL, Username: c.Confluence.Username, Token: token, Spaces: c.Confluence.Spaces})
+		case "git":
+			sourceType = store.SourceGit
+			src, err = git.New(git.Config{URL: c.Git.URL, Dir: filepath.Join(a.cfg.DataDir, "git", c.ID), Branches: c.Git.Branches})
 		case "filedrop":
 			src, err = filedrop.New(c.Filedrop.Path, 0)
 		}

@@ -56,12 +56,40 @@ type Config struct {
 
 // Connection is one source of one client.
 type Connection struct {
-	ID       string   `yaml:"id"`
-	Client   string   `yaml:"client"`
-	Type     string   `yaml:"type"`     // imap or filedrop
-	Schedule string   `yaml:"schedule"` // robfig/cron spec, e.g. "@every 2m"
-	IMAP     IMAP     `yaml:"imap"`
-	Filedrop Filedrop `yaml:"filedrop"`
+	ID         string     `yaml:"id"`
+	Client     string     `yaml:"client"`
+	Type       string     `yaml:"type"`     // imap, jira, confluence, git or filedrop
+	Schedule   string     `yaml:"schedule"` // robfig/cron spec, e.g. "@every 2m"
+	IMAP       IMAP       `yaml:"imap"`
+	Jira       Jira       `yaml:"jira"`
+	Confluence Confluence `yaml:"confluence"`
+	Git        Git        `yaml:"git"`
+	Filedrop   Filedrop   `yaml:"filedrop"`
+}
+
+// Jira configures a jira connection.
+type Jira struct {
+	URL        string `yaml:"url"`
+	Deployment string `yaml:"deployment"` // cloud or datacenter
+	Username   string `yaml:"username"`   // Cloud: account e-mail; empty with a personal access token
+	TokenEnv   string `yaml:"token_env"`
+	TokenFile  string `yaml:"token_file"`
+	JQL        string `yaml:"jql"` // extra filter, e.g. "project in (OPS, WEB)"
+}
+
+// Confluence configures a confluence connection.
+type Confluence struct {
+	URL       string   `yaml:"url"`
+	Username  string   `yaml:"username"`
+	TokenEnv  string   `yaml:"token_env"`
+	TokenFile string   `yaml:"token_file"`
+	Spaces    []string `yaml:"spaces"`
+}
+
+// Git configures a git connection (the clone lives in the data directory).
+type Git struct {
+	URL      string   `yaml:"url"`
+	Branches []string `yaml:"branches"` // default: all
 }
 
 // IMAP configures an imap connection. The password is read from an
@@ -81,7 +109,7 @@ type Filedrop struct {
 }
 
 // ConnectionTypes are the connection types this build can poll.
-var ConnectionTypes = []string{"imap", "filedrop"}
+var ConnectionTypes = []string{"imap", "jira", "confluence", "git", "filedrop"}
 
 // Secret reads a secret named by an environment variable or a file; the
 // error names where it looked, never the value.
@@ -398,6 +426,27 @@ func (c Config) Validate() error {
 			}
 			if t := conn.IMAP.TLS; t != "" && t != "tls" && t != "starttls" && t != "none" {
 				bad(key+".imap.tls", "%q is not tls, starttls or none", t)
+			}
+		case "jira":
+			if !strings.HasPrefix(conn.Jira.URL, "http") {
+				bad(key+".jira.url", "%q is not an http(s) URL", conn.Jira.URL)
+			}
+			if d := conn.Jira.Deployment; d != "" && d != "cloud" && d != "datacenter" {
+				bad(key+".jira.deployment", "%q is not cloud or datacenter", d)
+			}
+			if (conn.Jira.TokenEnv == "") == (conn.Jira.TokenFile == "") {
+				bad(key+".jira", "set exactly one of token_env and token_file")
+			}
+		case "confluence":
+			if !strings.HasPrefix(conn.Confluence.URL, "http") {
+				bad(key+".confluence.url", "%q is not an http(s) URL", conn.Confluence.URL)
+			}
+			if (conn.Confluence.TokenEnv == "") == (conn.Confluence.TokenFile == "") {
+				bad(key+".confluence", "set exactly one of token_env and token_file")
+			}
+		case "git":
+			if conn.Git.URL == "" {
+				bad(key+".git.url", "required")
 			}
 		case "filedrop":
 			if conn.Filedrop.Path == "" {

@@ -1,0 +1,275 @@
+// Package git polls Git repositories (go-git, pure Go): it clones a remote
+// or local repository into a directory it owns, fetches on every poll, and
+// returns per branch the commits that are new since the branch's last seen
+// head — every commit reachable from the head and not from the last head,
+// so commits merged from an old side branch are not missed — oldest first.
+//
+// A commit is one document whatever branches it is on (external ID: its
+// hash; content: the raw commit object). Kept: message, author, committer
+// time, parents, files changed with line counts, and issue keys mentioned in
+// the message (OPS-12). Each branch is also a document of its own (external
+// ID "branch:NAME") whose new versions record where the branch moved.
+package git
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
+)
+
+// Config configures a Source.
+type Config struct {
+	URL      string   // remote URL or local path
+	Dir      string   // where the clone lives (created on first poll)
+	Branches []string // default: every branch of the remote
+	Batch    int      // commits per poll page (default 500)
+}
+
+// Source polls one repository.
+type Source struct {
+	cfg Config
+}
+
+var _ pollers.Source = (*Source)(nil)
+
+// New returns a source; it does not touch the repository.
+func New(cfg Config) (*Source, error) {
+	if cfg.URL == "" || cfg.Dir == "" {
+		return nil, errors.New("git: url and dir are required")
+	}
+	cfg.Batch = cmp.Or(cfg.Batch, 500)
+	return &Source{cfg: cfg}, nil
+}
+
+var issueKey = regexp.MustCompile(`\b[A-Z][A-Z0-9]{1,9}-[0-9]{1,7}\b`)
+
+// open clones the repository on first use and fetches it afterwards.
+func (s *Source) open(ctx context.Context) (*gogit.Repository, error) {
+	repo, err := gogit.PlainOpen(s.cfg.Dir)
+	if errors.Is(err, gogit.ErrRepositoryNotExists) {
+		if err := os.MkdirAll(s.cfg.Dir, 0o750); err != nil {
+			return nil, fmt.Errorf("git: %w", err)
+		}
+		repo, err = gogit.PlainCloneContext(ctx, s.cfg.Dir, true, &gogit.CloneOptions{URL: s.cfg.URL, NoCheckout: true, Tags: gogit.NoTags})
+		if err != nil {
+			os.RemoveAll(s.cfg.Dir)
+			return nil, fmt.Errorf("git: clone %s: %w", s.cfg.URL, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("git: open %s: %w", s.cfg.Dir, err)
+	}
+	// Every branch of the remote as a local branch (a clone has HEAD's only).
+	err = repo.FetchContext(ctx, &gogit.FetchOptions{RefSpecs: []config.RefSpec{"+refs/heads/*:refs/heads/*"}, Tags: gogit.NoTags, Force: true})
+	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
+		return nil, fmt.Errorf("git: fetch %s: %w", s.cfg.URL, err)
+	}
+	return repo, nil
+}
+
+// Poll implements pollers.Source. The cursor maps each branch to the last
+// head taken.
+func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
+	heads := map[string]string{}
+	if cur != "" {
+		if err := json.Unmarshal([]byte(cur), &heads); err != nil {
+			return pollers.Batch{}, fmt.Errorf("git: cursor: %w", err)
+		}
+	}
+	repo, err := s.open(ctx)
+	if err != nil {
+		return pollers.Batch{}, err
+	}
+	branches := s.cfg.Branches
+	if len(branches) == 0 {
+		refs, err := repo.References()
+		if err != nil {
+			return pollers.Batch{}, fmt.Errorf("git: %w", err)
+		}
+		refs.ForEach(func(r *plumbing.Reference) error {
+			if r.Name().IsBranch() {
+				branches = append(branches, r.Name().Short())
+			}
+			return nil
+		})
+		slices.Sort(branches)
+	}
+	var batch pollers.Batch
+	budget := s.cfg.Batch
+	for _, br := range branches {
+		if budget <= 0 {
+			batch.More = true
+			break
+		}
+		ref, err := repo.Reference(plumbing.NewBranchReferenceName(br), true)
+		if err != nil {
+			return pollers.Batch{}, fmt.Errorf("git: branch %s: %w", br, err)
+		}
+		head := ref.Hash()
+		if heads[br] == head.String() {
+			continue
+		}
+		// What any branch already took is not new on this one.
+		var known []plumbing.Hash
+		for _, h := range heads {
+			known = append(known, plumbing.NewHash(h))
+		}
+		commits, err := newCommits(ctx, repo, head, known)
+		if err != nil {
+			return pollers.Batch{}, fmt.Errorf("git: branch %s: %w", br, err)
+		}
+		// Oldest first; a page ends at a commit, and the branch's cursor
+		// moves to it, so the next page starts after it.
+		moved := head
+		if len(commits) > budget {
+			commits, moved, batch.More = commits[:budget], commits[budget-1].Hash, true
+		}
+		for _, c := range commits {
+			d, err := document(c)
+			if err != nil {
+				return pollers.Batch{}, err
+			}
+			batch.Documents = append(batch.Documents, d)
+		}
+		budget -= len(commits)
+		heads[br] = moved.String()
+		if moved == head { // caught up: record where the branch is
+			batch.Documents = append(batch.Documents, branchDocument(s.cfg.URL, br, head))
+		}
+	}
+	b, _ := json.Marshal(heads)
+	batch.Cursor = string(b)
+	return batch, nil
+}
+
+// newCommits returns the commits reachable from head and from none of
+// known, oldest first (by committer time, then hash).
+func newCommits(ctx context.Context, repo *gogit.Repository, head plumbing.Hash, known []plumbing.Hash) ([]*object.Commit, error) {
+	seen := map[plumbing.Hash]bool{}
+	for _, k := range known {
+		if k.IsZero() || seen[k] {
+			continue
+		}
+		err := walk(ctx, repo, k, func(c *object.Commit) bool {
+			if seen[c.Hash] {
+				return false
+			}
+			seen[c.Hash] = true
+			return true
+		})
+		if err != nil && !errors.Is(err, plumbing.ErrObjectNotFound) { // a rewritten branch: its old head is gone
+			return nil, err
+		}
+	}
+	var out []*object.Commit
+	err := walk(ctx, repo, head, func(c *object.Commit) bool {
+		if seen[c.Hash] {
+			return false // and its ancestors: old already reaches them
+		}
+		seen[c.Hash] = true
+		out = append(out, c)
+		return true
+	})
+	slices.SortFunc(out, func(a, b *object.Commit) int {
+		return cmp.Or(a.Committer.When.Compare(b.Committer.When), strings.Compare(a.Hash.String(), b.Hash.String()))
+	})
+	return out, err
+}
+
+// walk visits commits from start through their parents; visit returns
+// false to stop following a commit's parents. A missing start is
+// plumbing.ErrObjectNotFound.
+func walk(ctx context.Context, repo *gogit.Repository, start plumbing.Hash, visit func(*object.Commit) bool) error {
+	queue := []plumbing.Hash{start}
+	done := map[plumbing.Hash]bool{}
+	for len(queue) > 0 {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		h := queue[0]
+		queue = queue[1:]
+		if done[h] {
+			continue
+		}
+		done[h] = true
+		c, err := repo.CommitObject(h)
+		if err != nil {
+			return fmt.Errorf("commit %s: %w", h, err)
+		}
+		if visit(c) {
+			queue = append(queue, c.ParentHashes...)
+		}
+	}
+	return nil
+}
+
+// File is a changed file of a commit.
+type File struct {
+	Path      string `json:"path"`
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
+}
+
+func document(c *object.Commit) (store.Document, error) {
+	enc := &plumbing.MemoryObject{}
+	if err := c.Encode(enc); err != nil {
+		return store.Document{}, fmt.Errorf("git: encode %s: %w", c.Hash, err)
+	}
+	r, _ := enc.Reader()
+	raw, _ := io.ReadAll(r)
+	var files []File
+	var listing strings.Builder
+	if stats, err := c.Stats(); err == nil {
+		for _, st := range stats {
+			files = append(files, File{Path: st.Name, Additions: st.Addition, Deletions: st.Deletion})
+			fmt.Fprintf(&listing, "\n  %s (+%d -%d)", st.Name, st.Addition, st.Deletion)
+		}
+	}
+	parents := make([]string, len(c.ParentHashes))
+	for i, p := range c.ParentHashes {
+		parents[i] = p.String()
+	}
+	title, _, _ := strings.Cut(strings.TrimSpace(c.Message), "\n")
+	meta := map[string]any{
+		"hash": c.Hash.String(), "author": strings.ToLower(c.Author.Email), "authorName": c.Author.Name,
+		"committed": c.Committer.When.UTC().Format("2006-01-02T15:04:05Z"), "parents": parents,
+	}
+	if len(files) > 0 {
+		meta["files"] = files
+	}
+	if keys := issueKey.FindAllString(c.Message, 50); len(keys) > 0 {
+		slices.Sort(keys)
+		meta["issueKeys"] = slices.Compact(keys)
+	}
+	body := strings.TrimSpace(c.Message)
+	if listing.Len() > 0 {
+		body += "\n\nFiles changed:" + listing.String()
+	}
+	return store.Document{
+		SourceType: store.SourceGit, ExternalID: c.Hash.String(), Raw: raw, ObservedAt: c.Committer.When,
+		Normalized: store.Normalized{Title: title, Body: body, Metadata: meta},
+	}, nil
+}
+
+func branchDocument(repoURL, branch string, head plumbing.Hash) store.Document {
+	raw := []byte(branch + " " + head.String())
+	return store.Document{
+		SourceType: store.SourceGit, ExternalID: "branch:" + branch, Raw: raw,
+		Normalized: store.Normalized{Title: "branch " + branch, Body: fmt.Sprintf("Branch %s of %s is at %s.", branch, repoURL, head),
+			Metadata: map[string]any{"branch": branch, "head": head.String(), "repository": repoURL}},
+	}
+}

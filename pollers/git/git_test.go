@@ -1,0 +1,155 @@
+package git_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/git"
+)
+
+var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+type repo struct {
+	t   *testing.T
+	dir string
+	r   *gogit.Repository
+	w   *gogit.Worktree
+}
+
+func newRepo(t *testing.T) *repo {
+	dir := t.TempDir()
+	r, err := gogit.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := r.Worktree()
+	return &repo{t, dir, r, w}
+}
+
+// commit writes file and commits it at minute m after t0, with extra parents.
+func (r *repo) commit(file, msg string, m int, parents ...plumbing.Hash) plumbing.Hash {
+	r.t.Helper()
+	os.WriteFile(filepath.Join(r.dir, file), []byte(msg+"\nline two\n"), 0o644)
+	r.w.Add(file)
+	sig := &object.Signature{Name: "Ann Novak", Email: "Ann@acme.test", When: t0.Add(time.Duration(m) * time.Minute)}
+	opts := &gogit.CommitOptions{Author: sig, Committer: sig}
+	if len(parents) > 0 {
+		head, _ := r.r.Head()
+		opts.Parents = append([]plumbing.Hash{head.Hash()}, parents...)
+	}
+	h, err := r.w.Commit(msg, opts)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h
+}
+
+func (r *repo) checkout(branch string, create bool) {
+	r.t.Helper()
+	if err := r.w.Checkout(&gogit.CheckoutOptions{Branch: plumbing.NewBranchReferenceName(branch), Create: create}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func poll(t *testing.T, src *git.Source, cursor string) (titles []string, next string) {
+	t.Helper()
+	for {
+		b, err := src.Poll(context.Background(), cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range b.Documents {
+			titles = append(titles, d.Normalized.Title)
+		}
+		cursor = b.Cursor
+		if !b.More {
+			return titles, cursor
+		}
+	}
+}
+
+func TestCommitsArriveOnceInOrder(t *testing.T) {
+	t.Parallel()
+	r := newRepo(t)
+	r.commit("README.md", "Initial commit", 0)
+	r.checkout("feature", true)
+	r.commit("feature.go", "Add cropper downscaling (WEB-210)", 5)
+	r.checkout("master", false)
+	r.commit("deploy.sh", "Fix deploy script, fixes OPS-12", 10)
+
+	src, err := git.New(git.Config{URL: r.dir, Dir: filepath.Join(t.TempDir(), "clone"), Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	titles, cursor := poll(t, src, "")
+	// Each commit once (the initial one through feature, polled first), then
+	// each branch where it is.
+	want := []string{"Initial commit", "Add cropper downscaling (WEB-210)", "branch feature", "Fix deploy script, fixes OPS-12", "branch master"}
+	if !slices.Equal(titles, want) {
+		t.Fatalf("first poll:\n got %q\nwant %q", titles, want)
+	}
+	if again, _ := poll(t, src, cursor); len(again) != 0 {
+		t.Fatalf("nothing new, got %q", again)
+	}
+
+	// An old side branch (its commit predates everything on master since)
+	// is merged, with one more commit on top.
+	r.checkout("side", true)
+	r.w.Reset(&gogit.ResetOptions{Commit: mustRef(t, r, "feature"), Mode: gogit.HardReset})
+	side := r.commit("old.txt", "Old experiment", 6)
+	r.checkout("master", false)
+	r.commit("merge.txt", "Merge side", 20, side)
+	r.commit("more.txt", "Tune alerts for OPS-12 and OPS-14", 21)
+
+	titles, _ = poll(t, src, cursor)
+	// The old commit comes once, through master (side is polled after it),
+	// even though it is older than everything master had.
+	want = []string{"Old experiment", "Merge side", "Tune alerts for OPS-12 and OPS-14", "branch master", "branch side"}
+	if !slices.Equal(titles, want) {
+		t.Fatalf("after merge:\n got %q\nwant %q", titles, want)
+	}
+}
+
+func mustRef(t *testing.T, r *repo, branch string) plumbing.Hash {
+	ref, err := r.r.Reference(plumbing.NewBranchReferenceName(branch), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref.Hash()
+}
+
+func TestCommitDocument(t *testing.T) {
+	t.Parallel()
+	r := newRepo(t)
+	r.commit("a.go", "Fix deploy script, fixes OPS-12 and WEB-7", 0)
+	src, _ := git.New(git.Config{URL: r.dir, Dir: filepath.Join(t.TempDir(), "clone")})
+	b, err := src.Poll(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := b.Documents[0]
+	m := d.Normalized.Metadata
+	files := m["files"].([]git.File)
+	if d.ExternalID != m["hash"] || m["author"] != "ann@acme.test" || len(files) != 1 || files[0].Path != "a.go" || files[0].Additions != 2 ||
+		!slices.Equal(m["issueKeys"].([]string), []string{"OPS-12", "WEB-7"}) || len(d.Raw) == 0 {
+		t.Fatalf("commit: %+v", m)
+	}
+	if _, err := git.New(git.Config{URL: r.dir}); err == nil {
+		t.Fatal("no dir accepted")
+	}
+	bad, _ := git.New(git.Config{URL: filepath.Join(t.TempDir(), "nope"), Dir: filepath.Join(t.TempDir(), "c")})
+	if _, err := bad.Poll(context.Background(), ""); err == nil {
+		t.Fatal("missing repository polled")
+	}
+}
+
+var _ pollers.Source = (*git.Source)(nil)
