@@ -20,6 +20,8 @@ const (
 	sqlClaimDocuments      = `SELECT ` + docColumns + ` FROM documents WHERE state = ? AND run_after <= ? ORDER BY run_after, observed_at LIMIT ?`
 	sqlClaimDocumentUpdate = `UPDATE documents SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
 	sqlDocumentByID        = `SELECT ` + docColumns + ` FROM documents WHERE id = ?`
+	sqlNextVersion         = `SELECT COALESCE(MAX(version), 0) + 1 FROM documents WHERE client = ? AND source_type = ? AND external_id = ?`
+	sqlInsertDocument      = `INSERT INTO documents (` + docColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlTransitionDocument  = `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ? WHERE id = ?`
 )
 
@@ -86,11 +88,17 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 			doc = existing[0]
 			return nil
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) + 1 FROM documents WHERE client = ? AND source_type = ? AND external_id = ?`,
-			doc.Client, doc.SourceType, doc.ExternalID).Scan(&doc.Version); err != nil {
+		rows, err := tx.QueryContext(ctx, sqlNextVersion, doc.Client, doc.SourceType, doc.ExternalID)
+		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO documents (`+docColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		rows.Next()
+		err = rows.Scan(&doc.Version)
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, sqlInsertDocument,
 			doc.ID, doc.Client, doc.SourceType, doc.Connection, doc.ExternalID, doc.Version, doc.ContentHash, doc.Raw,
 			string(normalized), sqlitedb.Micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, sqlitedb.Micros(now)); err != nil {
 			return err

@@ -37,11 +37,13 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// hot lists the statements of the claim → ack path, prepared once at Open;
+// hot lists the statements of the store → index → claim → ack path,
+// prepared once at Open;
 // re-preparing them per call cost a fifth of the pipeline's CPU.
 var hot = []string{
 	sqlInsertEvent, sqlClaimTasks, sqlClaimTaskUpdate, sqlTaskByID, sqlTransitionTask,
 	sqlClaimDocuments, sqlClaimDocumentUpdate, sqlDocumentByID, sqlTransitionDocument,
+	sqlEnqueueTask, sqlNextVersion, sqlInsertDocument,
 }
 
 // Open opens (creating when missing) the database at opts.Path and brings its

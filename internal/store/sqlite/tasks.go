@@ -19,6 +19,7 @@ const (
 	sqlClaimTasks      = `SELECT ` + taskColumns + ` FROM tasks WHERE stage = ? AND run_after <= ? ORDER BY priority DESC, run_after LIMIT ?`
 	sqlClaimTaskUpdate = `UPDATE tasks SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
 	sqlTaskByID        = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`
+	sqlEnqueueTask     = `INSERT INTO tasks (` + taskColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	sqlTransitionTask  = `UPDATE tasks SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, last_error = ?, result = ?, usage = ?, updated_at = ? WHERE id = ?`
 )
 
@@ -100,7 +101,7 @@ func (s *Store) EnqueueTasks(ctx context.Context, tasks ...store.Task) (int, err
 			if len(t.Payload) > 0 {
 				payload = string(t.Payload)
 			}
-			res, err := tx.ExecContext(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			res, err := tx.ExecContext(ctx, sqlEnqueueTask,
 				t.ID, t.Kind, t.Client, t.SourceDoc, payload, t.CorrelationID, t.Priority, t.State, 0, t.MaxAttempts,
 				0, "", 0, nil, budget, nil, nil, sqlitedb.Micros(now), sqlitedb.Micros(now))
 			if err != nil {
