@@ -68,31 +68,60 @@ could not be parsed). Importing the same files again changes nothing.`,
 	return cmd
 }
 
+// entry is one file to import: its name (relative to what was imported,
+// used as the external ID of text files) and how to read it.
+type entry struct {
+	name string
+	read func() ([]byte, error)
+}
+
 // importPaths stores the files under paths, then (with index) runs the
 // indexers until no document is waiting.
 func (a *app) importPaths(ctx context.Context, st store.Store, client string, paths []string, index bool) (importSummary, error) {
-	var sum importSummary
-	var files []string
-	for _, p := range paths {
-		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+	var entries []entry
+	for _, root := range paths {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			if d.IsDir() {
-				if path != p && strings.HasPrefix(d.Name(), ".") {
+				if path != root && strings.HasPrefix(d.Name(), ".") {
 					return filepath.SkipDir
 				}
 				return nil
 			}
-			if !strings.HasPrefix(d.Name(), ".") {
-				files = append(files, path)
+			if strings.HasPrefix(d.Name(), ".") {
+				return nil
 			}
+			name := path
+			if rel, err := filepath.Rel(root, path); err == nil && rel != "." {
+				name = rel
+			}
+			entries = append(entries, entry{name: name, read: func() ([]byte, error) { return os.ReadFile(path) }})
 			return nil
 		})
 		if err != nil {
-			return sum, err
+			return importSummary{}, err
 		}
 	}
+	return a.importEntries(ctx, st, client, "import", entries, index)
+}
+
+// fsEntries lists the files of fsys under dir.
+func fsEntries(fsys fs.FS, dir string) ([]entry, error) {
+	var entries []entry
+	err := fs.WalkDir(fsys, dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		entries = append(entries, entry{name: path, read: func() ([]byte, error) { return fs.ReadFile(fsys, path) }})
+		return nil
+	})
+	return entries, err
+}
+
+func (a *app) importEntries(ctx context.Context, st store.Store, client, connection string, entries []entry, index bool) (importSummary, error) {
+	var sum importSummary
 	if _, err := st.PutClient(ctx, store.Client{ID: client, Name: client}); err != nil {
 		return sum, err
 	}
@@ -100,34 +129,27 @@ func (a *app) importPaths(ctx context.Context, st store.Store, client string, pa
 	if err != nil {
 		return sum, err
 	}
-	bar := a.progress(len(files), "storing")
-	for _, path := range files {
+	bar := a.progress(len(entries), "storing")
+	for _, e := range entries {
 		sum.Files++
-		raw, err := os.ReadFile(path)
+		raw, err := e.read()
 		if err != nil {
 			return sum, err
 		}
-		name := path
-		for _, root := range paths {
-			if rel, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(rel, "..") && rel != "." {
-				name = rel
-				break
-			}
-		}
-		docs, err := filedrop.Parse(name, raw)
+		docs, err := filedrop.Parse(e.name, raw)
 		if errors.Is(err, filedrop.ErrUnsupported) {
 			sum.Skipped++
 			bar.Add(1)
 			continue
 		}
 		for _, d := range docs {
-			d.Client, d.Connection = client, "import"
+			d.Client, d.Connection = client, connection
 			if _, bad := d.Normalized.Metadata[store.MetaParseError]; bad {
 				sum.Unparsable++
 			}
 			_, created, err := st.PutDocument(ctx, d)
 			if err != nil {
-				return sum, fmt.Errorf("%s: %w", path, err)
+				return sum, fmt.Errorf("%s: %w", e.name, err)
 			}
 			sum.Documents++
 			if created {

@@ -44,6 +44,7 @@ type app struct {
 	environ        []string
 
 	configPath, dataDir, logLevel, logFormat string
+	demo                                     bool
 
 	cfg config.Config
 	log *slog.Logger

@@ -41,6 +41,7 @@ Every process answers GET /healthz and GET /readyz on --listen.`,
 	}
 	cmd.Flags().String("listen", "", `HTTP address (default "127.0.0.1:8080")`)
 	cmd.Flags().StringSlice("roles", nil, "roles to run: pollers,indexers,qualifier,executor,api (default all)")
+	cmd.Flags().BoolVar(&a.demo, "demo", false, "import the demo corpus (Kestrel Cycles) into client demo when it has no documents yet")
 	return cmd
 }
 
@@ -58,6 +59,11 @@ func (a *app) serve(parent context.Context) error {
 	}
 	defer st.Close()
 	log.Info("store open", "backend", "sqlite", "path", st.Path())
+	if a.demo {
+		if err := a.loadDemo(ctx, st); err != nil {
+			return err
+		}
+	}
 
 	// Build every component before starting any, so a bad setting (a missing
 	// secret, an unreadable directory) stops start-up with nothing running.
