@@ -32,8 +32,9 @@ import (
 
 // dovecot is a Dovecot server started for one test.
 type dovecot struct {
-	addr string
-	tls  *tls.Config
+	addr    string // STARTTLS
+	addrTLS string // implicit TLS
+	tls     *tls.Config
 }
 
 // startDovecot runs Dovecot on a free loopback port with STARTTLS (a
@@ -72,9 +73,12 @@ func startDovecot(t *testing.T) dovecot {
 		exec.Command("chown", "-R", "dovecot:dovecot", filepath.Join(dir, "mail"), filepath.Join(dir, "home")).Run()
 	}
 	u, _ := user.Lookup(mailUser)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	freePort := func() int {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	port, tlsPort := freePort(), freePort()
 	conf := fmt.Sprintf(`base_dir = %[1]s/run
 state_dir = %[1]s/state
 log_path = %[1]s/dovecot.log
@@ -105,13 +109,15 @@ service imap-login {
     port = %[8]d
   }
   inet_listener imaps {
-    port = 0
+    address = 127.0.0.1
+    port = %[10]d
+    ssl = yes
   }
 }
 service anvil {
   chroot = %[9]s
 }
-`, dir, certFile, keyFile, internal, login, u.Uid, u.Gid, port, chroot)
+`, dir, certFile, keyFile, internal, login, u.Uid, u.Gid, port, chroot, tlsPort)
 	confPath := filepath.Join(dir, "dovecot.conf")
 	os.WriteFile(confPath, []byte(conf), 0o644)
 	cmd := exec.Command(bin, "-F", "-c", confPath)
@@ -134,7 +140,7 @@ service anvil {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return dovecot{addr: addr, tls: &tls.Config{RootCAs: pool, ServerName: "localhost"}}
+	return dovecot{addr: addr, addrTLS: fmt.Sprintf("127.0.0.1:%d", tlsPort), tls: &tls.Config{RootCAs: pool, ServerName: "localhost"}}
 }
 
 func selfSigned(t *testing.T, dir string) (string, string, *x509.CertPool) {
@@ -303,6 +309,20 @@ func TestDovecotPollsExactlyTheNewMail(t *testing.T) {
 	json.Unmarshal([]byte(newCursor), &after)
 	if before["Archive"].UIDValidity == after["Archive"].UIDValidity {
 		t.Fatalf("UIDVALIDITY did not change: %s -> %s", cursor, newCursor)
+	}
+}
+
+func TestDovecotImplicitTLS(t *testing.T) {
+	t.Parallel()
+	d := startDovecot(t)
+	d.appendMail(t, "INBOX", testdata+"good/reply.eml")
+	src, err := imap.New(imap.Config{Addr: d.addrTLS, TLS: imap.TLS, TLSConfig: d.tls, Username: "jervis", Password: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := src.Poll(t.Context(), "")
+	if err != nil || len(b.Documents) != 1 || b.Documents[0].ExternalID != "reply-1@acme.test" {
+		t.Fatalf("implicit TLS: %v %+v", err, b.Documents)
 	}
 }
 
