@@ -43,6 +43,9 @@ func FromText(text string) []Link {
 	var out []Link
 	seen := map[string]bool{}
 	for _, m := range textURL.FindAllStringIndex(text, -1) {
+		if m[1]-m[0] > MaxURLLen { // too long to be a link; and trimming it would be quadratic
+			continue
+		}
 		raw := trimTrailing(text[m[0]:m[1]])
 		add(&out, seen, raw, text, m[0], m[0]+len(raw))
 		if len(out) >= MaxLinks {

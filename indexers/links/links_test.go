@@ -3,6 +3,7 @@ package links_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jervis-dev/jervis/indexers/links"
 )
@@ -95,6 +96,16 @@ func TestLimits(t *testing.T) {
 	}
 	if got := links.FromText(b.String()); len(got) > links.MaxLinks {
 		t.Fatalf("%d links", len(got))
+	}
+}
+
+func TestHostileURLsAreCheap(t *testing.T) {
+	t.Parallel()
+	text := "see http://x.test/" + strings.Repeat(")", 2<<20) + " and https://ok.test/a."
+	start := time.Now()
+	got := links.FromText(text)
+	if len(got) != 1 || got[0].URL != "https://ok.test/a" || time.Since(start) > 5*time.Second {
+		t.Fatalf("%+v in %s", got, time.Since(start))
 	}
 }
 
