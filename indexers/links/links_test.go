@@ -3,7 +3,6 @@ package links_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jervis-dev/jervis/indexers/links"
 )
@@ -102,10 +101,10 @@ func TestLimits(t *testing.T) {
 func TestHostileURLsAreCheap(t *testing.T) {
 	t.Parallel()
 	text := "see http://x.test/" + strings.Repeat(")", 2<<20) + " and https://ok.test/a."
-	start := time.Now()
+	// Quadratic trimming would not finish within go test's timeout.
 	got := links.FromText(text)
-	if len(got) != 1 || got[0].URL != "https://ok.test/a" || time.Since(start) > 5*time.Second {
-		t.Fatalf("%+v in %s", got, time.Since(start))
+	if len(got) != 1 || got[0].URL != "https://ok.test/a" {
+		t.Fatalf("%+v", got)
 	}
 }
 
