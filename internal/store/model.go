@@ -52,6 +52,25 @@ type Normalized struct {
 // same, and the indexers quarantine it with that reason.
 const MetaParseError = "parseError"
 
+// Unparsable returns the document of an item a poller could not parse: its
+// raw bytes, whatever title it could read, and the reason, which makes the
+// indexers quarantine it. An externalID that is empty or longer than 255
+// bytes is replaced by a hash of raw.
+func Unparsable(source SourceType, externalID, title string, raw []byte, reason error) Document {
+	if externalID == "" || len(externalID) > 255 {
+		externalID = HashID(raw)
+	}
+	return Document{SourceType: source, ExternalID: externalID, Raw: raw,
+		Normalized: Normalized{Title: title, Metadata: map[string]any{MetaParseError: reason.Error()}}}
+}
+
+// HashID is the external ID of an item that has none of its own:
+// "sha256:" and the first 12 bytes of its content hash.
+func HashID(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return "sha256:" + hex.EncodeToString(sum[:12])
+}
+
 // Document is one immutable version of an external item, plus the mutable
 // processing fields (State, lease, Attempts, Error).
 type Document struct {

@@ -217,7 +217,7 @@ func StorageDocument(title string, xhtml []byte) store.Document {
 	id := "export:" + hex.EncodeToString(sum[:8])
 	text, links, err := Storage(string(xhtml))
 	if err != nil {
-		return unparsableWith(xhtml, id, title, err)
+		return store.Unparsable(store.SourceConfluence, id, title, xhtml, err)
 	}
 	var ls []store.Link
 	for _, u := range links.URLs {
@@ -237,15 +237,5 @@ func unparsable(raw []byte, reason error) store.Document {
 		Title string `json:"title"`
 	}
 	_ = json.Unmarshal(raw, &probe)
-	id := probe.ID
-	if id == "" || len(id) > 255 {
-		sum := sha256.Sum256(raw)
-		id = "sha256:" + hex.EncodeToString(sum[:12])
-	}
-	return unparsableWith(raw, id, probe.Title, reason)
-}
-
-func unparsableWith(raw []byte, id, title string, reason error) store.Document {
-	return store.Document{SourceType: store.SourceConfluence, ExternalID: id, Raw: raw,
-		Normalized: store.Normalized{Title: title, Metadata: map[string]any{store.MetaParseError: reason.Error()}}}
+	return store.Unparsable(store.SourceConfluence, probe.ID, probe.Title, raw, reason)
 }

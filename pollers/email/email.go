@@ -18,8 +18,6 @@ package email
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -269,8 +267,7 @@ func ExternalID(messageID string, raw []byte) string {
 	if messageID != "" {
 		return messageID
 	}
-	sum := sha256.Sum256(raw)
-	return "sha256:" + hex.EncodeToString(sum[:12])
+	return store.HashID(raw)
 }
 
 // Unparsable builds the document of a message that could not be parsed: its
@@ -289,10 +286,5 @@ func Unparsable(raw []byte, reason error) store.Document {
 	if len(raw) > MaxBytes {
 		raw = raw[:MaxBytes] // kept up to the limit; the reason says so
 	}
-	return store.Document{
-		SourceType: store.SourceEmail,
-		ExternalID: ExternalID("", raw),
-		Raw:        raw,
-		Normalized: store.Normalized{Title: subject, Metadata: map[string]any{store.MetaParseError: reason.Error()}},
-	}
+	return store.Unparsable(store.SourceEmail, "", subject, raw, reason)
 }

@@ -125,8 +125,9 @@ func tooLarge(name string, raw []byte, ext string) store.Document {
 }
 
 func unparsable(name string, raw []byte, st store.SourceType, reason error) store.Document {
-	return store.Document{SourceType: st, ExternalID: filepath.ToSlash(name), Raw: raw,
-		Normalized: store.Normalized{Title: filepath.Base(name), Metadata: map[string]any{store.MetaParseError: reason.Error(), "path": filepath.ToSlash(name)}}}
+	d := store.Unparsable(st, filepath.ToSlash(name), filepath.Base(name), raw, reason)
+	d.Normalized.Metadata["path"] = filepath.ToSlash(name)
+	return d
 }
 
 // Source watches a directory (recursively) as a connection: each poll

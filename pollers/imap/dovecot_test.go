@@ -126,10 +126,18 @@ service anvil {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
+		select {
+		case <-exited: // e.g. its port was taken: never probe someone else's server
+			log, _ := os.ReadFile(filepath.Join(dir, "dovecot.log"))
+			t.Fatalf("dovecot exited: %s\n%s", out.String(), log)
+		default:
+		}
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
 			break
@@ -208,8 +216,9 @@ func (d dovecot) recreate(t *testing.T, mailbox string) {
 
 const testdata = "../email/testdata/"
 
+// The Dovecot tests run one after another: each picks free ports, and
+// parallel servers could race for the same one.
 func TestDovecotPollsExactlyTheNewMail(t *testing.T) {
-	t.Parallel()
 	d := startDovecot(t)
 	d.appendMail(t, "INBOX", testdata+"good/alternative.eml", testdata+"good/html-only.eml", testdata+"good/iso-8859-2.eml")
 	d.appendMail(t, "Archive", testdata+"good/utf8-attachment.eml", testdata+"bad/invalid-charset.eml")
@@ -313,7 +322,6 @@ func TestDovecotPollsExactlyTheNewMail(t *testing.T) {
 }
 
 func TestDovecotImplicitTLS(t *testing.T) {
-	t.Parallel()
 	d := startDovecot(t)
 	d.appendMail(t, "INBOX", testdata+"good/reply.eml")
 	src, err := imap.New(imap.Config{Addr: d.addrTLS, TLS: imap.TLS, TLSConfig: d.tls, Username: "jervis", Password: "secret"})
@@ -327,7 +335,6 @@ func TestDovecotImplicitTLS(t *testing.T) {
 }
 
 func TestDovecotErrors(t *testing.T) {
-	t.Parallel()
 	d := startDovecot(t)
 	for _, tc := range []struct {
 		cfg  imap.Config

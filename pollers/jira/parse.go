@@ -13,8 +13,6 @@ package jira
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -290,15 +288,5 @@ func unparsable(raw []byte, reason error) store.Document {
 		Key string `json:"key"`
 	}
 	_ = json.Unmarshal(raw, &probe)
-	id := probe.Key
-	if id == "" || len(id) > 255 {
-		sum := sha256.Sum256(raw)
-		id = "sha256:" + hex.EncodeToString(sum[:12])
-	}
-	return store.Document{
-		SourceType: store.SourceJira,
-		ExternalID: id,
-		Raw:        raw,
-		Normalized: store.Normalized{Title: probe.Key, Metadata: map[string]any{store.MetaParseError: reason.Error()}},
-	}
+	return store.Unparsable(store.SourceJira, probe.Key, probe.Key, raw, reason)
 }
