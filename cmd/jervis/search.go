@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
 	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
@@ -24,35 +25,28 @@ type knowledge struct {
 	close func() error
 }
 
-// openKB opens the embedded knowledge base in the data directory: the
-// pipeline store (alias registry), graph.db, chunks.db and the GloVe
-// embedder.
-func (a *app) openKB(ctx context.Context, mustExist bool) (knowledge, error) {
-	st, err := a.openStore(ctx, mustExist)
-	if err != nil {
-		return knowledge{}, err
-	}
+// openKB opens the embedded knowledge base in the data directory — graph.db,
+// chunks.db and the GloVe embedder — with aliases in st. Closing it leaves
+// st open.
+func (a *app) openKB(ctx context.Context, st store.Aliases) (knowledge, error) {
 	g, err := graphsqlite.Open(ctx, filepath.Join(a.cfg.DataDir, graphsqlite.FileName))
 	if err != nil {
-		st.Close()
 		return knowledge{}, err
 	}
 	c, err := ragsqlite.Open(ctx, filepath.Join(a.cfg.DataDir, ragsqlite.FileName))
 	if err != nil {
-		st.Close()
 		g.Close()
 		return knowledge{}, err
 	}
 	e, err := glove.New()
 	if err != nil {
-		st.Close()
 		g.Close()
 		c.Close()
 		return knowledge{}, err
 	}
 	return knowledge{
 		KB:    kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st}),
-		close: func() error { return errors.Join(c.Close(), g.Close(), st.Close()) },
+		close: func() error { return errors.Join(c.Close(), g.Close()) },
 	}, nil
 }
 
@@ -72,7 +66,12 @@ func (a *app) searchCommand() *cobra.Command {
 			if req.Client == "" {
 				return errors.New("--client is required")
 			}
-			k, err := a.openKB(cmd.Context(), true)
+			st, err := a.openStore(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			k, err := a.openKB(cmd.Context(), st)
 			if err != nil {
 				return err
 			}

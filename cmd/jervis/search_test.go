@@ -15,7 +15,12 @@ func TestSearchCommand(t *testing.T) {
 	data := t.TempDir()
 	a := &app{cfg: config.Default()}
 	a.cfg.DataDir = data
-	k, err := a.openKB(context.Background(), false)
+	st, err := a.openStore(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k, err := a.openKB(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/jervis-dev/jervis/pollers/git"
 	"github.com/jervis-dev/jervis/pollers/imap"
 	"github.com/jervis-dev/jervis/pollers/jira"
+	"github.com/jervis-dev/jervis/qualifier"
 )
 
 func (a *app) serveCommand() *cobra.Command {
@@ -80,6 +81,19 @@ func (a *app) serve(parent context.Context) error {
 		}
 		wake = ix.Wake
 		components = append(components, ix)
+	}
+	if a.cfg.HasRole("qualifier") {
+		k, err := a.openKB(ctx, st)
+		if err != nil {
+			return err
+		}
+		defer k.close()
+		q, err := qualifier.New(qualifier.Config{Store: st, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
+			PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log})
+		if err != nil {
+			return err
+		}
+		components = append(components, q)
 	}
 	if a.cfg.HasRole("pollers") {
 		sched, err := a.scheduler(st, wake)
@@ -138,7 +152,7 @@ func (a *app) serve(parent context.Context) error {
 // roleWired reports whether a role has components in this build. Health and
 // readiness are served by every process whatever its roles.
 func roleWired(role string) bool {
-	return role == "api" || role == "indexers" || role == "pollers"
+	return role == "api" || role == "indexers" || role == "pollers" || role == "qualifier"
 }
 
 // scheduler builds the configured connections' sources. Secrets are read

@@ -49,6 +49,7 @@ type Config struct {
 	Log             Log           `yaml:"log"`
 	Store           Store         `yaml:"store"`
 	Indexers        Indexers      `yaml:"indexers"`
+	Qualifier       Qualifier     `yaml:"qualifier"`
 	// Connections are the sources the pollers watch (file only: no
 	// environment overrides).
 	Connections []Connection `yaml:"connections"`
@@ -134,6 +135,15 @@ func Secret(env, file string, environ []string) (string, error) {
 	return "", errors.New("no secret configured (password_env or password_file)")
 }
 
+// Qualifier tunes the qualifier.
+type Qualifier struct {
+	// Concurrency is how many tasks are qualified at once.
+	Concurrency int `yaml:"concurrency"`
+	// Users are the people whose requests make a document READY_FOR_GPU
+	// (e-mail addresses); empty: a request to anyone does.
+	Users []string `yaml:"users"`
+}
+
 // Indexers tunes the continuous indexers.
 type Indexers struct {
 	// Concurrency is how many documents are indexed at once.
@@ -175,6 +185,7 @@ func Default() Config {
 		Log:             Log{Level: "info", Format: "text"},
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
+		Qualifier:       Qualifier{Concurrency: 4},
 	}
 }
 
@@ -455,6 +466,9 @@ func (c Config) Validate() error {
 		default:
 			bad(key+".type", "%q is not one of %s", conn.Type, strings.Join(ConnectionTypes, ", "))
 		}
+	}
+	if c.Qualifier.Concurrency < 1 || c.Qualifier.Concurrency > 256 {
+		bad("qualifier.concurrency", "%d is not 1..256", c.Qualifier.Concurrency)
 	}
 	if c.Indexers.Concurrency < 1 || c.Indexers.Concurrency > 256 {
 		bad("indexers.concurrency", "%d is not 1..256", c.Indexers.Concurrency)

@@ -1,0 +1,155 @@
+// Package qualifier runs the qualification loop: it claims DATA_PROCESSING
+// and LINK_PROCESSING tasks and builds the knowledge base from them.
+//
+// A DATA_PROCESSING task's document is structured deterministically
+// (qualifier/rules: metadata edges, relationship syntax, mentions), ingested
+// (kb.Ingest: every edge with its evidence), routed by rules — DONE, or
+// READY_FOR_GPU when it asks something of the configured users — and given
+// its TaskMemory. A LINK_PROCESSING task records the link under the default
+// policy for links nobody has classified: a link node found in its source
+// document, not fetched. (The Ollama agent and link safety with the guarded
+// fetcher are the next steps of this stage.)
+//
+// Every step is idempotent — ingest is, TaskMemory is replaced — so a task
+// redone after a crash changes nothing twice.
+package qualifier
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jervis-dev/jervis/indexers"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/worker"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/qualifier/rules"
+)
+
+// Store is what the qualifier needs from the pipeline state.
+type Store interface {
+	store.Documents
+	store.Tasks
+	store.Memories
+}
+
+// Config tunes the qualification loop.
+type Config struct {
+	Store           Store
+	KB              *kb.KB
+	Users           []string // whose requests route to READY_FOR_GPU; empty: anyone's
+	Concurrency     int      // tasks at once (default 4)
+	PollInterval    time.Duration
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+}
+
+// Qualifier is the worker.Handler of the qualification loop.
+type Qualifier struct {
+	cfg Config
+}
+
+var _ worker.Handler[store.Task] = (*Qualifier)(nil)
+
+// New returns the qualification loop.
+func New(cfg Config) (*worker.Worker[store.Task], error) {
+	if cfg.Store == nil || cfg.KB == nil {
+		return nil, errors.New("qualifier: store and knowledge base are required")
+	}
+	return worker.New(store.TaskQueue{Tasks: cfg.Store, Stage: store.StageQualify}, &Qualifier{cfg: cfg}, worker.Config{
+		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), PollInterval: cfg.PollInterval,
+		ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger,
+	})
+}
+
+// ClassBadContent is the class of tasks whose document the knowledge base
+// refuses (empty, binary, too large, no valid ref).
+const ClassBadContent = "bad_content"
+
+// Handle implements worker.Handler.
+func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (worker.Result, error) {
+	t := job.Item
+	doc, err := q.cfg.Store.GetDocument(ctx, t.Client, t.SourceDoc)
+	if errors.Is(err, store.ErrNotFound) {
+		return worker.Result{}, worker.Permanent(fmt.Errorf("task %s: source document %s is gone", t.ID, t.SourceDoc))
+	}
+	if err != nil {
+		return worker.Result{}, err
+	}
+	if t.Kind == store.KindLink {
+		return q.link(ctx, t, doc)
+	}
+	res, err := q.cfg.KB.Ingest(ctx, rules.Structure(doc))
+	if err != nil {
+		if isBadContent(err) {
+			return worker.Result{}, worker.Classify(ClassBadContent, true, false, fmt.Errorf("document %s: %w", doc.ExternalID, err))
+		}
+		return worker.Result{}, fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
+	}
+	decision, reason := rules.Route(doc, q.cfg.Users)
+	structured, _ := json.Marshal(map[string]any{"title": doc.Normalized.Title, "metadata": compact(doc.Normalized.Metadata)})
+	mem := store.TaskMemory{
+		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: rules.Summary(doc, decision, reason),
+		GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, StructuredData: structured,
+		RoutingDecision: store.TaskState(decision), RoutingReason: reason, SourceType: doc.SourceType, SourceID: doc.ID,
+	}
+	if err := q.cfg.Store.SaveTaskMemory(ctx, mem); err != nil {
+		return worker.Result{}, fmt.Errorf("task memory: %w", err)
+	}
+	return worker.Result{Next: decision}, nil
+}
+
+// link records a link found in a document: a link node, found_in the
+// document's node, with the text around the link as evidence. Links are not
+// fetched (the default policy for links no pattern classifies).
+func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) (worker.Result, error) {
+	var p indexers.LinkPayload
+	if err := json.Unmarshal(t.Payload, &p); err != nil || p.URL == "" {
+		return worker.Result{}, worker.Permanent(fmt.Errorf("task %s: link payload: %v", t.ID, err))
+	}
+	source := rules.MainNode(doc)
+	evidence := "Link " + p.URL + " found in " + cmp.Or(p.Title, doc.ExternalID)
+	if p.Context != "" {
+		evidence += ":\n\n" + p.Context
+	}
+	res, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
+		Client: t.Client, MainNode: "link:" + p.URL, Props: map[string]any{"url": p.URL, "fetched": false},
+		Content: evidence, Relations: []kb.MetaRelation{{From: "link:" + p.URL, Type: "found_in", To: source}},
+		SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: "link", ObservedAt: doc.ObservedAt,
+	})
+	if err != nil {
+		if isBadContent(err) {
+			return worker.Result{}, worker.Classify(ClassBadContent, true, false, fmt.Errorf("link %s: %w", p.URL, err))
+		}
+		return worker.Result{}, err
+	}
+	reason := "link recorded, not fetched: no link-safety pattern classifies it (default policy for uncertain links)"
+	if err := q.cfg.Store.SaveTaskMemory(ctx, store.TaskMemory{
+		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: evidence,
+		GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, RoutingDecision: store.TaskDone, RoutingReason: reason,
+		SourceType: doc.SourceType, SourceID: doc.ID,
+	}); err != nil {
+		return worker.Result{}, err
+	}
+	return worker.Result{Next: rules.Done}, nil
+}
+
+func isBadContent(err error) bool {
+	return errors.Is(err, kb.ErrEmptyContent) || errors.Is(err, kb.ErrBinary) || errors.Is(err, kb.ErrTooLarge) ||
+		errors.Is(err, kb.ErrBadRef) || errors.Is(err, store.ErrInvalid)
+}
+
+// compact drops bulky metadata (HTML bodies) from TaskMemory.
+func compact(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != "html" {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,183 @@
+package qualifier_test
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/deploy"
+	"github.com/jervis-dev/jervis/indexers"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/store/sqlite"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed/glove"
+	"github.com/jervis-dev/jervis/kb/graph"
+	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
+	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
+	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/qualifier"
+	"github.com/jervis-dev/jervis/qualifier/rules"
+)
+
+type env struct {
+	st    *sqlite.Store
+	graph *graphsqlite.Store
+	kb    *kb.KB
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	dir := t.TempDir()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := glove.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); g.Close(); c.Close() })
+	return env{st: st, graph: g, kb: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st})}
+}
+
+// loadDemo stores the demo corpus files as client demo.
+func loadDemo(t *testing.T, st store.Store) []store.Document {
+	t.Helper()
+	var docs []store.Document
+	for _, dir := range []string{"email", "jira", "confluence"} {
+		fs.WalkDir(deploy.Demo(), dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			raw, _ := fs.ReadFile(deploy.Demo(), path)
+			parsed, err := filedrop.Parse(path, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, doc := range parsed {
+				doc.Client = "demo"
+				stored, _, err := st.PutDocument(context.Background(), doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				docs = append(docs, stored)
+			}
+			return nil
+		})
+	}
+	return docs
+}
+
+// drain runs the indexers and the qualifier until no work is left.
+func drain(t *testing.T, e env, users []string) {
+	t.Helper()
+	ix, err := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, Users: users, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { ix.Run(ctx) })
+	wg.Go(func() { q.Run(ctx) })
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		st, _ := e.st.Stats(context.Background())
+		busy := st.Documents["NEW"] + st.Documents["INDEXING"] + st.Tasks["NEW"] + st.Tasks["RETRY"] + st.Tasks["QUALIFICATION_IN_PROGRESS"]
+		if busy == 0 && st.Documents["INDEXED"] > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+}
+
+func TestDemoCorpusWithTheRulesQualifier(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	docs := loadDemo(t, e.st)
+	drain(t, e, []string{"bob.smith@kestrel.test"})
+	ctx := context.Background()
+	st, _ := e.st.Stats(ctx)
+	data := st.TasksByKind["DATA_PROCESSING"]
+	if data["DONE"]+data["READY_FOR_GPU"] != int64(len(docs)) || data["FAILED"] != 0 || st.TasksByKind["LINK_PROCESSING"]["DONE"] == 0 ||
+		st.TasksByKind["LINK_PROCESSING"]["FAILED"] != 0 {
+		t.Fatalf("tasks: %+v (documents %d)", st.TasksByKind, len(docs))
+	}
+	t.Logf("routing: %d DONE, %d READY_FOR_GPU", data["DONE"], data["READY_FOR_GPU"])
+	g := e.graph.For("demo")
+	edges := 0
+	for _, d := range docs {
+		task, err := e.st.GetTask(ctx, "demo", store.TaskID(d.ID, store.KindData, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, err := e.st.GetTaskMemory(ctx, "demo", task.ID)
+		if err != nil || mem.ContextSummary == "" || len(mem.GraphNodeKeys) == 0 || len(mem.RAGDocumentIDs) == 0 || string(mem.RoutingDecision) != string(task.State) {
+			t.Fatalf("%s %s: memory %+v err %v", d.SourceType, d.ExternalID, mem, err)
+		}
+		main, _ := kb.ParseRef(rules.MainNode(d))
+		m := d.Normalized.Metadata
+		var want []string
+		switch d.SourceType {
+		case store.SourceEmail:
+			want = append(want, graph.EdgeKey("sent_by", main.String(), "person:"+m["from"].(string)))
+			if r, ok := m["inReplyTo"].(string); ok {
+				parent, _ := kb.ParseRef("email:" + r)
+				want = append(want, graph.EdgeKey("replies_to", main.String(), parent.String()))
+			}
+		case store.SourceJira:
+			if a, ok := m["assignee"].(string); ok {
+				want = append(want, graph.EdgeKey("assigned_to", main.String(), "person:"+a))
+			}
+			want = append(want, graph.EdgeKey("in_project", main.String(), "project:"+strings.ToLower(m["project"].(string))))
+			links, _ := m["issueLinks"].([]any)
+			for _, l := range links {
+				link := l.(map[string]any)
+				other := "jira:" + strings.ToLower(link["key"].(string))
+				if other != main.String() {
+					want = append(want, graph.EdgeKey(strings.ToLower(link["type"].(string)), main.String(), other))
+				}
+			}
+		case store.SourceConfluence:
+			want = append(want, graph.EdgeKey("in_space", main.String(), "space:"+strings.ToLower(m["space"].(string))))
+		}
+		for _, key := range want {
+			edge, err := g.Edge(ctx, key)
+			if err != nil {
+				t.Fatalf("%s %s: metadata edge %s: %v", d.SourceType, d.ExternalID, key, err)
+			}
+			if len(edge.EvidenceChunkIDs) == 0 || edge.Origin != graph.OriginMetadata || edge.Confidence != 1 {
+				t.Fatalf("edge %+v", edge)
+			}
+			edges++
+		}
+	}
+	if edges < len(docs) {
+		t.Fatalf("%d metadata edges checked for %d documents", edges, len(docs))
+	}
+	counts, _ := g.CountByType(ctx)
+	t.Logf("node types: %v", counts)
+	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "demo", Query: "offsite backups are days old"})
+	if err != nil || len(pack.Items) == 0 || !strings.Contains(strings.ToLower(pack.Items[0].Content), "backup") {
+		t.Fatalf("search over the demo: %v %+v", err, pack.Items[:min(1, len(pack.Items))])
+	}
+	t.Logf("search: %s", pack.Summary)
+}
