@@ -258,24 +258,26 @@ var (
 // reason quotes what decided it.
 func Route(d store.Document, users []string) (decision, reason string) {
 	m := d.Normalized.Metadata
-	body := d.Normalized.Body
-	addressed := len(users) == 0
-	var to []string
+	body := ownText(d.Normalized.Body)
+	// To: a request, question or deadline counts; Cc: only a decision.
+	to, cc := len(users) == 0, false
+	var direct, copied []string
 	switch d.SourceType {
 	case store.SourceEmail:
-		to = append(strs(m["to"]), strs(m["cc"])...)
+		direct, copied = strs(m["to"]), strs(m["cc"])
 	case store.SourceJira:
-		to = []string{str(m, "assignee")}
+		direct = []string{str(m, "assignee")}
 	}
 	for _, u := range users {
-		for _, t := range to {
-			if strings.EqualFold(person(t), person(u)) {
-				addressed = true
-			}
+		for _, t := range direct {
+			to = to || strings.EqualFold(person(t), person(u))
+		}
+		for _, c := range copied {
+			cc = cc || strings.EqualFold(person(c), person(u))
 		}
 	}
 	if d.SourceType == store.SourceJira {
-		if st := strings.ToLower(str(m, "status")); st != "done" && st != "closed" && str(m, "assignee") != "" && addressed && len(users) > 0 {
+		if st := strings.ToLower(str(m, "status")); st != "done" && st != "closed" && str(m, "assignee") != "" && to && len(users) > 0 {
 			return ReadyForGPU, fmt.Sprintf("open issue (%s) assigned to %s", str(m, "status"), str(m, "assignee"))
 		}
 	}
@@ -285,8 +287,14 @@ func Route(d store.Document, users []string) (decision, reason string) {
 	if fyiRE.MatchString(body) && !deadlineRE.MatchString(body) {
 		return Done, "informational: " + quote(fyiRE.FindString(body))
 	}
-	if !addressed {
+	if !to && !cc {
 		return Done, "not addressed to " + strings.Join(users, ", ")
+	}
+	if dec := decisionRE.FindString(body); dec != "" && (to || questionTo(body) != "") {
+		return ReadyForGPU, "decision asked for: " + quote(sentenceWith(body, dec))
+	}
+	if !to {
+		return Done, "copied on a message for someone else"
 	}
 	if q := questionTo(body); q != "" {
 		return ReadyForGPU, "direct question: " + quote(q)
@@ -295,12 +303,24 @@ func Route(d store.Document, users []string) (decision, reason string) {
 		if dl := deadlineRE.FindString(body); dl != "" {
 			return ReadyForGPU, fmt.Sprintf("request (%s) with a deadline (%s)", quote(r), quote(dl))
 		}
-		if decisionRE.MatchString(body) {
-			return ReadyForGPU, "decision asked for: " + quote(decisionRE.FindString(body))
-		}
-		return ReadyForGPU, "request: " + quote(r)
+		return ReadyForGPU, "request: " + quote(sentenceWith(body, r))
 	}
 	return Done, "routine update: no request, question or decision"
+}
+
+var urlRE = regexp.MustCompile(`https?://\S+`)
+
+// ownText is the message's own text: quoted lines (">") and URLs removed,
+// so a question mark in a link or a request in the quoted mail does not
+// count.
+func ownText(body string) string {
+	var b strings.Builder
+	for line := range strings.Lines(body) {
+		if !strings.HasPrefix(strings.TrimSpace(line), ">") {
+			b.WriteString(line)
+		}
+	}
+	return urlRE.ReplaceAllString(b.String(), "")
 }
 
 // questionTo returns the first sentence of the body's own text (quoted
@@ -348,13 +368,14 @@ func Summary(d store.Document, decision, reason string) string {
 	default:
 		fmt.Fprintf(&b, "File %s: %q.", d.ExternalID, d.Normalized.Title)
 	}
-	if q := questionTo(d.Normalized.Body); q != "" {
+	own := ownText(d.Normalized.Body)
+	if q := questionTo(own); q != "" {
 		fmt.Fprintf(&b, " Open question: %q.", q)
 	}
-	if r := requestRE.FindString(d.Normalized.Body); r != "" {
-		fmt.Fprintf(&b, " Request: %s.", sentenceWith(d.Normalized.Body, r))
+	if r := requestRE.FindString(own); r != "" {
+		fmt.Fprintf(&b, " Request: %s.", sentenceWith(own, r))
 	}
-	if dl := deadlineRE.FindString(d.Normalized.Body); dl != "" {
+	if dl := deadlineRE.FindString(own); dl != "" {
 		fmt.Fprintf(&b, " Deadline: %s.", dl)
 	}
 	fmt.Fprintf(&b, " Routed %s: %s.", decision, reason)

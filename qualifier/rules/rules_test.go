@@ -1,0 +1,117 @@
+package rules_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jervis-dev/jervis/deploy"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/qualifier/rules"
+)
+
+// demoDoc parses a demo file as the qualifier sees it: metadata decoded
+// from JSON, as read back from the store.
+func demoDoc(t *testing.T, path string) store.Document {
+	t.Helper()
+	raw, err := fs.ReadFile(deploy.Demo(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filedrop.Parse(path, raw)
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("%s: %v", path, err)
+	}
+	d := docs[0]
+	b, _ := json.Marshal(d.Normalized.Metadata)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	d.Normalized.Metadata = m
+	return d
+}
+
+const R, D = rules.ReadyForGPU, rules.Done
+
+// Hand labels for Bob Smith (the configured user), written from reading each
+// message: does it ask Bob for something, or a decision he is part of?
+var labels = map[int]string{
+	1: R,                             // cc'd: "can we decide on OPS-100 at Thursday's sync?" — a decision he is in
+	8: D, 15: D, 22: D, 29: D, 36: D, // to others
+	43: D, // "Looping in Bob Smith, who knows this part best." — no ask yet
+	50: D, 57: D, 64: D, 71: D, 78: D,
+	74: R, 83: R, 84: R, 89: R, // "Hi Bob, could you take a look at … before Friday?"
+	85: D, // Bob only cc'd on a request to Hugo
+	92: D, 99: D, 106: D, 113: D, 120: D, 127: D, 134: D,
+	141: R, // to Bob: "Can you send me the logs from the last failure?"
+	148: D, // to Bob: "quick update on OPS-105", a link, no ask
+	155: D, 162: D, 169: D, 176: D, 183: D, 190: D, 197: D, 204: D, 211: D, 218: D,
+	225: D, // to Bob: "FYI … No action needed from you yet."
+	232: D,
+	239: D, // to Bob: "Looping in Dmitri Volkov" — handing it on
+	246: D,
+	253: R, // to Bob: "Can you send me the logs…?" (the quoted mail was an FYI)
+	260: D,
+	267: R, // to Bob: "Not this week, sorry: I am on call. Next Tuesday?" — a question back
+	274: D, 281: D,
+	288: D, // company notice to Ann
+}
+
+func TestRoutingMatchesHandLabels(t *testing.T) {
+	t.Parallel()
+	if len(labels) < 30 {
+		t.Fatalf("%d labels", len(labels))
+	}
+	wrong := 0
+	for n, want := range labels {
+		d := demoDoc(t, fmt.Sprintf("email/%04d.eml", n))
+		got, why := rules.Route(d, []string{"bob.smith@kestrel.test"})
+		if got != want {
+			wrong++
+			t.Errorf("%04d %q: %s (%s), labelled %s", n, d.Normalized.Title, got, why, want)
+		}
+	}
+	t.Logf("%d of %d hand-labelled emails routed as labelled", len(labels)-wrong, len(labels))
+}
+
+func TestRoutingOtherSources(t *testing.T) {
+	t.Parallel()
+	page := demoDoc(t, "confluence/ops-98001.json")
+	if got, _ := rules.Route(page, nil); got != D {
+		t.Errorf("a wiki page: %s", got)
+	}
+	issue := store.Document{SourceType: store.SourceJira, ExternalID: "OPS-9", Normalized: store.Normalized{Title: "OPS-9: x",
+		Metadata: map[string]any{"assignee": "bob.smith@kestrel.test", "status": "In Progress"}}}
+	if got, why := rules.Route(issue, []string{"bob.smith@kestrel.test"}); got != R {
+		t.Errorf("open issue assigned to the user: %s (%s)", got, why)
+	}
+	issue.Normalized.Metadata["status"] = "Done"
+	if got, _ := rules.Route(issue, []string{"bob.smith@kestrel.test"}); got != D {
+		t.Errorf("done issue: %s", got)
+	}
+	// With no configured users, a request to anyone counts.
+	if got, _ := rules.Route(demoDoc(t, "email/0071.eml"), nil); got != R {
+		t.Errorf("request to anyone without users: %s", got)
+	}
+}
+
+func TestStructureEmail(t *testing.T) {
+	t.Parallel()
+	d := demoDoc(t, "email/0002.eml")
+	req := rules.Structure(d)
+	if req.MainNode != "email:"+d.ExternalID || req.SourceType != "EMAIL" || len(req.Relations) < 2 {
+		t.Fatalf("%+v", req)
+	}
+	for _, r := range req.Relations {
+		if r.Evidence == "" || !containsLine(req.Content, r.Evidence) {
+			t.Errorf("relation %+v has no evidence line in the content", r)
+		}
+	}
+}
+
+func containsLine(content, line string) bool {
+	return slices.Contains(strings.Split(content, "\n"), line)
+}
