@@ -29,7 +29,7 @@ type env struct {
 	kb    *kb.KB
 }
 
-func newEnv(t *testing.T) env {
+func newEnv(t testing.TB) env {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -54,7 +54,7 @@ func newEnv(t *testing.T) env {
 }
 
 // loadDemo stores the demo corpus files as client demo.
-func loadDemo(t *testing.T, st store.Store) []store.Document {
+func loadDemo(t testing.TB, st store.Store) []store.Document {
 	t.Helper()
 	var docs []store.Document
 	for _, dir := range []string{"email", "jira", "confluence"} {
@@ -180,4 +180,41 @@ func TestDemoCorpusWithTheRulesQualifier(t *testing.T) {
 		t.Fatalf("search over the demo: %v %+v", err, pack.Items[:min(1, len(pack.Items))])
 	}
 	t.Logf("search: %s", pack.Summary)
+}
+
+// BenchmarkQualify reports tasks/s qualified by the rules qualifier on the
+// embedded store: the demo corpus's DATA and LINK tasks, ingest into the
+// knowledge base included, after indexing.
+func BenchmarkQualify(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		e := newEnv(b)
+		docs := loadDemo(b, e.st)
+		ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
+		runUntil(b, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == int64(len(docs)) }, e.st)
+		s, _ := e.st.Stats(context.Background())
+		tasks := s.Tasks["NEW"]
+		q, _ := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, PollInterval: 10 * time.Millisecond})
+		b.StartTimer()
+		start := time.Now()
+		runUntil(b, q, func(s store.Stats) bool {
+			return s.Tasks["NEW"]+s.Tasks["QUALIFICATION_IN_PROGRESS"]+s.Tasks["RETRY"] == 0
+		}, e.st)
+		b.ReportMetric(float64(tasks)/time.Since(start).Seconds(), "tasks/s")
+	}
+}
+
+// runUntil runs w until done holds for the store's stats.
+func runUntil(t testing.TB, w interface{ Run(context.Context) error }, done func(store.Stats) bool, st store.Store) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	for deadline := time.Now().Add(120 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if s, err := st.Stats(context.Background()); err == nil && done(s) {
+			break
+		}
+	}
+	cancel()
+	wg.Wait()
 }
