@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"strings"
 	"syscall"
@@ -56,22 +55,8 @@ func TestServeDemo(t *testing.T) {
 	data := t.TempDir()
 	run := func() store.Stats {
 		cmd := jervis(t, "serve", "--demo", "--data", data, "--listen", "127.0.0.1:0", "--roles", "indexers", "--log-format", "json")
-		stderr, _ := cmd.StderrPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		lines := jsonLogs(t, cmd)
 		defer cmd.Process.Kill()
-		lines := make(chan map[string]any, 64)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-				var m map[string]any
-				if json.Unmarshal(sc.Bytes(), &m) == nil {
-					lines <- m
-				}
-			}
-		}()
 		waitLog(t, lines, "jervis serving")
 		go func() {
 			for range lines { // keep the pipe drained

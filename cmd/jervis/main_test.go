@@ -58,25 +58,8 @@ func TestServeStartsAnswersAndStopsOnSignal(t *testing.T) {
 			t.Parallel()
 			data := filepath.Join(t.TempDir(), "fresh")
 			cmd := jervis(t, "serve", "--data", data, "--listen", "127.0.0.1:0", "--log-format", "json")
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			lines := jsonLogs(t, cmd)
 			defer cmd.Process.Kill()
-			lines := make(chan map[string]any, 64)
-			go func() {
-				defer close(lines)
-				sc := bufio.NewScanner(stderr)
-				for sc.Scan() {
-					var m map[string]any
-					if json.Unmarshal(sc.Bytes(), &m) == nil {
-						lines <- m
-					}
-				}
-			}()
 			addr := waitLog(t, lines, "jervis serving")["addr"].(string)
 
 			for path, want := range map[string]string{"/healthz": `"status":"ok"`, "/readyz": `"store":{"ok":true}`} {
@@ -148,6 +131,30 @@ func TestServeIndexesStoredDocuments(t *testing.T) {
 	if st.Documents["INDEXED"] != 1 || st.TasksByKind["DATA_PROCESSING"]["NEW"] != 1 || st.TasksByKind["LINK_PROCESSING"]["NEW"] != 1 {
 		t.Fatalf("after serving: %s", out)
 	}
+}
+
+// jsonLogs starts cmd and returns its stderr's JSON log lines.
+func jsonLogs(t *testing.T, cmd *exec.Cmd) <-chan map[string]any {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan map[string]any, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				lines <- m
+			}
+		}
+	}()
+	return lines
 }
 
 func waitLog(t *testing.T, lines <-chan map[string]any, msg string) map[string]any {

@@ -161,30 +161,25 @@ func (a *app) scheduler(st pollers.Store, wake func()) (*pollers.Scheduler, erro
 	var conns []pollers.Connection
 	for _, c := range a.cfg.Connections {
 		var src pollers.Source
+		var secret string
 		var err error
 		sourceType := store.SourceFile
 		switch c.Type {
 		case "imap":
 			sourceType = store.SourceEmail
-			var pw string
-			if pw, err = config.Secret(c.IMAP.PasswordEnv, c.IMAP.PasswordFile, a.environ); err != nil {
-				return nil, fmt.Errorf("connection %s: %w", c.ID, err)
+			if secret, err = config.Secret(c.IMAP.PasswordEnv, c.IMAP.PasswordFile, a.environ); err == nil {
+				src, err = imap.New(imap.Config{Addr: c.IMAP.Addr, TLS: c.IMAP.TLS, Username: c.IMAP.Username, Password: secret, Mailboxes: c.IMAP.Mailboxes})
 			}
-			src, err = imap.New(imap.Config{Addr: c.IMAP.Addr, TLS: c.IMAP.TLS, Username: c.IMAP.Username, Password: pw, Mailboxes: c.IMAP.Mailboxes})
 		case "jira":
 			sourceType = store.SourceJira
-			var token string
-			if token, err = config.Secret(c.Jira.TokenEnv, c.Jira.TokenFile, a.environ); err != nil {
-				return nil, fmt.Errorf("connection %s: %w", c.ID, err)
+			if secret, err = config.Secret(c.Jira.TokenEnv, c.Jira.TokenFile, a.environ); err == nil {
+				src, err = jira.NewSource(jira.Config{BaseURL: c.Jira.URL, Deployment: c.Jira.Deployment, Username: c.Jira.Username, Token: secret, JQL: c.Jira.JQL})
 			}
-			src, err = jira.NewSource(jira.Config{BaseURL: c.Jira.URL, Deployment: c.Jira.Deployment, Username: c.Jira.Username, Token: token, JQL: c.Jira.JQL})
 		case "confluence":
 			sourceType = store.SourceConfluence
-			var token string
-			if token, err = config.Secret(c.Confluence.TokenEnv, c.Confluence.TokenFile, a.environ); err != nil {
-				return nil, fmt.Errorf("connection %s: %w", c.ID, err)
+			if secret, err = config.Secret(c.Confluence.TokenEnv, c.Confluence.TokenFile, a.environ); err == nil {
+				src, err = confluence.NewSource(confluence.Config{BaseURL: c.Confluence.URL, Username: c.Confluence.Username, Token: secret, Spaces: c.Confluence.Spaces})
 			}
-			src, err = confluence.NewSource(confluence.Config{BaseURL: c.Confluence.URL, Username: c.Confluence.Username, Token: token, Spaces: c.Confluence.Spaces})
 		case "git":
 			sourceType = store.SourceGit
 			src, err = git.New(git.Config{URL: c.Git.URL, Dir: filepath.Join(a.cfg.DataDir, "git", c.ID), Branches: c.Git.Branches})
