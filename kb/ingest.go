@@ -65,6 +65,12 @@ func New(cfg Config) *KB {
 	}
 }
 
+// Indexed reports whether the client has chunks of sourceURN.
+func (k *KB) Indexed(ctx context.Context, client, sourceURN string) (bool, error) {
+	ids, err := k.chunks.For(client).SourceChunkIDs(ctx, sourceURN)
+	return len(ids) > 0, err
+}
+
 // Resolver returns the KB's ref resolver.
 func (k *KB) Resolver() *Resolver { return k.resolver }
 

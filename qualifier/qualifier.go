@@ -5,10 +5,9 @@
 // (qualifier/rules: metadata edges, relationship syntax, mentions), ingested
 // (kb.Ingest: every edge with its evidence), routed by rules — DONE, or
 // READY_FOR_GPU when it asks something of the configured users — and given
-// its TaskMemory. A LINK_PROCESSING task records the link under the default
-// policy for links nobody has classified: a link node found in its source
-// document, not fetched. (The Ollama agent and link safety with the guarded
-// fetcher are the next steps of this stage.)
+// its TaskMemory. A LINK_PROCESSING task is classified and recorded, and
+// fetched when it is safe (qualifier/linksafety). (The Ollama agent is the
+// next step of this stage.)
 //
 // Every step is idempotent — ingest is, TaskMemory is replaced — so a task
 // redone after a crash changes nothing twice.
@@ -27,6 +26,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/qualifier/linksafety"
 	"github.com/jervis-dev/jervis/qualifier/rules"
 )
 
@@ -35,14 +35,23 @@ type Store interface {
 	store.Documents
 	store.Tasks
 	store.Memories
+	store.LinkPatterns
 }
+
+// Policies for links no pattern classifies.
+const (
+	PolicyRecord = "record" // record the link, do not fetch it (default)
+	PolicyFetch  = "fetch"  // fetch it like a SAFE one
+)
 
 // Config tunes the qualification loop.
 type Config struct {
 	Store           Store
 	KB              *kb.KB
 	Users           []string // whose requests route to READY_FOR_GPU; empty: anyone's
-	Concurrency     int      // tasks at once (default 4)
+	Fetcher         *linksafety.Fetcher
+	UncertainLinks  string // PolicyRecord (default) or PolicyFetch
+	Concurrency     int    // tasks at once (default 4)
 	PollInterval    time.Duration
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -59,6 +68,13 @@ var _ worker.Handler[store.Task] = (*Qualifier)(nil)
 func New(cfg Config) (*worker.Worker[store.Task], error) {
 	if cfg.Store == nil || cfg.KB == nil {
 		return nil, errors.New("qualifier: store and knowledge base are required")
+	}
+	if cfg.Fetcher == nil {
+		cfg.Fetcher = &linksafety.Fetcher{}
+	}
+	cfg.UncertainLinks = cmp.Or(cfg.UncertainLinks, PolicyRecord)
+	if cfg.UncertainLinks != PolicyRecord && cfg.UncertainLinks != PolicyFetch {
+		return nil, fmt.Errorf("qualifier: uncertain-link policy %q is not %s or %s", cfg.UncertainLinks, PolicyRecord, PolicyFetch)
 	}
 	return worker.New(store.TaskQueue{Tasks: cfg.Store, Stage: store.StageQualify}, &Qualifier{cfg: cfg}, worker.Config{
 		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), PollInterval: cfg.PollInterval,
@@ -103,22 +119,36 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 	return worker.Result{Next: decision}, nil
 }
 
-// link records a link found in a document: a link node, found_in the
-// document's node, with the text around the link as evidence. Links are not
-// fetched (the default policy for links no pattern classifies).
+// link handles a LINK_PROCESSING task: a link already fetched is DONE; a
+// link is classified (qualifier/linksafety) and recorded — a link node,
+// found_in its source document, with the text around it as evidence — and a
+// SAFE one (or an UNCERTAIN one under PolicyFetch) is fetched by the guarded
+// client and its page ingested as the link node's content. A fetched page's
+// own links are in its text; they are never queued.
 func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) (worker.Result, error) {
 	var p indexers.LinkPayload
 	if err := json.Unmarshal(t.Payload, &p); err != nil || p.URL == "" {
 		return worker.Result{}, worker.Permanent(fmt.Errorf("task %s: link payload: %v", t.ID, err))
 	}
-	source := rules.MainNode(doc)
+	linkRef := "link:" + p.URL
+	pageURN := "page:" + p.URL
+	patterns, err := q.cfg.Store.ListLinkPatterns(ctx, t.Client)
+	if err != nil {
+		return worker.Result{}, err
+	}
+	verdict, why := linksafety.Classify(p.URL, patterns)
+	fetch := verdict == linksafety.Safe || verdict == linksafety.Uncertain && q.cfg.UncertainLinks == PolicyFetch
+	reason := fmt.Sprintf("%s (%s): recorded, not fetched", verdict, why)
+	if fetch {
+		reason = fmt.Sprintf("%s (%s): fetched", verdict, why)
+	}
 	evidence := "Link " + p.URL + " found in " + cmp.Or(p.Title, doc.ExternalID)
 	if p.Context != "" {
 		evidence += ":\n\n" + p.Context
 	}
 	res, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
-		Client: t.Client, MainNode: "link:" + p.URL, Props: map[string]any{"url": p.URL, "fetched": false},
-		Content: evidence, Relations: []kb.MetaRelation{{From: "link:" + p.URL, Type: "found_in", To: source}},
+		Client: t.Client, MainNode: linkRef, Props: map[string]any{"url": p.URL, "verdict": string(verdict)},
+		Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: rules.MainNode(doc)}},
 		SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: "link", ObservedAt: doc.ObservedAt,
 	})
 	if err != nil {
@@ -127,7 +157,35 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 		}
 		return worker.Result{}, err
 	}
-	reason := "link recorded, not fetched: no link-safety pattern classifies it (default policy for uncertain links)"
+	if fetch {
+		done, err := q.cfg.KB.Indexed(ctx, t.Client, pageURN)
+		switch {
+		case err != nil:
+			return worker.Result{}, err
+		case done:
+			reason = fmt.Sprintf("%s (%s): already fetched and indexed", verdict, why)
+		default:
+			page, err := q.cfg.Fetcher.Fetch(ctx, p.URL)
+			switch {
+			case errors.Is(err, linksafety.ErrRefused):
+				reason = fmt.Sprintf("%s (%s): fetch refused: %v", verdict, why, err)
+			case err != nil:
+				return worker.Result{}, err // a network failure: retried with backoff
+			default:
+				pres, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
+					Client: t.Client, MainNode: linkRef, Props: map[string]any{"title": page.Title, "fetched": true},
+					Content: cmp.Or(page.Title, p.URL) + "\n\n" + page.Text, SourceURN: pageURN, SourceType: "LINK", Kind: "page",
+				})
+				if err != nil && !isBadContent(err) {
+					return worker.Result{}, err
+				}
+				if err != nil {
+					reason = fmt.Sprintf("%s (%s): fetched, but the page has nothing to index: %v", verdict, why, err)
+				}
+				res.Chunks = append(res.Chunks, pres.Chunks...)
+			}
+		}
+	}
 	if err := q.cfg.Store.SaveTaskMemory(ctx, store.TaskMemory{
 		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: evidence,
 		GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, RoutingDecision: store.TaskDone, RoutingReason: reason,

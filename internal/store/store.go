@@ -203,8 +203,34 @@ type Clients interface {
 	RevokeAPIKey(ctx context.Context, id string) error
 }
 
+// Link-pattern kinds.
+const (
+	LinkAllow = "allow" // whitelisted: links matching it are fetched
+	LinkBlock = "block" // blacklisted: links matching it are never fetched
+)
+
+// LinkPattern classifies links of one client: a domain ("example.com"
+// matches it and its subdomains) or a URL prefix ("https://x.test/private/").
+type LinkPattern struct {
+	Client    string    `json:"client"`
+	Kind      string    `json:"kind"`
+	Pattern   string    `json:"pattern"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// LinkPatterns stores the link-safety patterns of each client.
+type LinkPatterns interface {
+	// AddLinkPattern adds a pattern; adding it again changes nothing.
+	AddLinkPattern(ctx context.Context, p LinkPattern) error
+	// RemoveLinkPattern removes one; removing a missing one is not an error.
+	RemoveLinkPattern(ctx context.Context, client, kind, pattern string) error
+	// ListLinkPatterns lists a client's patterns.
+	ListLinkPatterns(ctx context.Context, client string) ([]LinkPattern, error)
+}
+
 // Store is every role of the pipeline state in one backend.
 type Store interface {
+	LinkPatterns
 	Documents
 	Tasks
 	Memories

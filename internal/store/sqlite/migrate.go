@@ -110,4 +110,14 @@ CREATE TABLE api_keys (
 ) STRICT;
 CREATE INDEX api_keys_client ON api_keys (client);
 `,
+	// 2: link-safety patterns per client.
+	`
+CREATE TABLE link_patterns (
+	client     TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	pattern    TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (client, kind, pattern)
+) STRICT, WITHOUT ROWID;
+`,
 }

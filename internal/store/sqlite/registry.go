@@ -335,3 +335,49 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	}
 	return st, rows.Err()
 }
+
+// AddLinkPattern implements store.LinkPatterns.
+func (s *Store) AddLinkPattern(ctx context.Context, p store.LinkPattern) error {
+	if err := store.ValidateClientID(p.Client); err != nil {
+		return err
+	}
+	if p.Kind != store.LinkAllow && p.Kind != store.LinkBlock {
+		return fmt.Errorf("%w: kind: %q is not %s or %s", store.ErrInvalid, p.Kind, store.LinkAllow, store.LinkBlock)
+	}
+	if strings.TrimSpace(p.Pattern) == "" || len(p.Pattern) > 2048 {
+		return fmt.Errorf("%w: pattern: empty or longer than 2048", store.ErrInvalid)
+	}
+	return s.db.Write(ctx, "add link pattern", func(tx sqlitedb.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO link_patterns (client, kind, pattern, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			p.Client, p.Kind, strings.ToLower(strings.TrimSpace(p.Pattern)), sqlitedb.Micros(time.Now()))
+		return err
+	})
+}
+
+// RemoveLinkPattern implements store.LinkPatterns.
+func (s *Store) RemoveLinkPattern(ctx context.Context, client, kind, pattern string) error {
+	return s.db.Write(ctx, "remove link pattern", func(tx sqlitedb.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM link_patterns WHERE client = ? AND kind = ? AND pattern = ?`, client, kind, strings.ToLower(strings.TrimSpace(pattern)))
+		return err
+	})
+}
+
+// ListLinkPatterns implements store.LinkPatterns.
+func (s *Store) ListLinkPatterns(ctx context.Context, client string) ([]store.LinkPattern, error) {
+	rows, err := s.db.R.QueryContext(ctx, `SELECT client, kind, pattern, created_at FROM link_patterns WHERE client = ? ORDER BY kind, pattern`, client)
+	if err != nil {
+		return nil, s.db.Explain("list link patterns", err)
+	}
+	defer rows.Close()
+	var out []store.LinkPattern
+	for rows.Next() {
+		var p store.LinkPattern
+		var at int64
+		if err := rows.Scan(&p.Client, &p.Kind, &p.Pattern, &at); err != nil {
+			return nil, err
+		}
+		p.CreatedAt = sqlitedb.Time(at)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

@@ -40,6 +40,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 	t.Run("Cursors", func(t *testing.T) { t.Parallel(); testCursors(t, newStore(t)) })
 	t.Run("ClientsAndKeys", func(t *testing.T) { t.Parallel(); testClients(t, newStore(t)) })
 	t.Run("Stats", func(t *testing.T) { t.Parallel(); testStats(t, newStore(t)) })
+	t.Run("LinkPatterns", func(t *testing.T) { t.Parallel(); testLinkPatterns(t, newStore(t)) })
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
@@ -799,4 +800,35 @@ func eventsOf(t *testing.T, s store.Store, id, typ string) []store.Event {
 		}
 	}
 	return out
+}
+
+func testLinkPatterns(t *testing.T, s store.Store) {
+	for _, p := range []store.LinkPattern{
+		{Client: "acme", Kind: store.LinkAllow, Pattern: "Wiki.Acme.test"},
+		{Client: "acme", Kind: store.LinkBlock, Pattern: "https://evil.test/"},
+		{Client: "acme", Kind: store.LinkAllow, Pattern: "wiki.acme.test"}, // again
+		{Client: "globex", Kind: store.LinkAllow, Pattern: "globex.test"},
+	} {
+		if err := s.AddLinkPattern(ctx(t), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := must(s.ListLinkPatterns(ctx(t), "acme"))(t)
+	if len(got) != 2 || got[0].Kind != store.LinkAllow || got[0].Pattern != "wiki.acme.test" || got[1].Pattern != "https://evil.test/" {
+		t.Fatalf("acme patterns: %+v", got)
+	}
+	if err := s.RemoveLinkPattern(ctx(t), "acme", store.LinkAllow, "WIKI.acme.test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.ListLinkPatterns(ctx(t), "acme"))(t); len(got) != 1 {
+		t.Fatalf("after remove: %+v", got)
+	}
+	if got := must(s.ListLinkPatterns(ctx(t), "globex"))(t); len(got) != 1 {
+		t.Fatalf("globex: %+v", got)
+	}
+	for _, bad := range []store.LinkPattern{{Client: "acme", Kind: "maybe", Pattern: "x"}, {Client: "acme", Kind: store.LinkAllow, Pattern: " "}, {Client: "Bad!", Kind: store.LinkAllow, Pattern: "x"}} {
+		if err := s.AddLinkPattern(ctx(t), bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
 }
