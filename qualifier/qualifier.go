@@ -46,12 +46,15 @@ const (
 
 // Config tunes the qualification loop.
 type Config struct {
-	Store           Store
-	KB              *kb.KB
-	Users           []string // whose requests route to READY_FOR_GPU; empty: anyone's
-	Fetcher         *linksafety.Fetcher
-	UncertainLinks  string // PolicyRecord (default) or PolicyFetch
-	Concurrency     int    // tasks at once (default 4)
+	Store          Store
+	KB             *kb.KB
+	Users          []string // whose requests route to READY_FOR_GPU; empty: anyone's
+	Fetcher        *linksafety.Fetcher
+	UncertainLinks string // PolicyRecord (default) or PolicyFetch
+	Concurrency    int    // tasks at once (default 4)
+	// LeaseFor is how long a claim holds a task (default 1m): a crashed
+	// process's tasks return to the queue after it.
+	LeaseFor        time.Duration
 	PollInterval    time.Duration
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -77,7 +80,7 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 		return nil, fmt.Errorf("qualifier: uncertain-link policy %q is not %s or %s", cfg.UncertainLinks, PolicyRecord, PolicyFetch)
 	}
 	return worker.New(store.TaskQueue{Tasks: cfg.Store, Stage: store.StageQualify}, &Qualifier{cfg: cfg}, worker.Config{
-		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), PollInterval: cfg.PollInterval,
+		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), LeaseFor: cfg.LeaseFor, PollInterval: cfg.PollInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger,
 	})
 }

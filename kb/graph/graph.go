@@ -170,6 +170,8 @@ type Graph interface {
 	RemoveEvidence(ctx context.Context, chunkIDs []string) (Removed, error)
 	// CountByType counts nodes per type.
 	CountByType(ctx context.Context) (map[string]int, error)
+	// CountEdgesByType counts edges per type.
+	CountEdgesByType(ctx context.Context) (map[string]int, error)
 }
 
 // Store is a graph backend holding every client's graph.

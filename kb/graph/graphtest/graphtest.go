@@ -94,6 +94,11 @@ func testUpsertMerges(t *testing.T, s graph.Store) {
 	if counts["person"] != 1 || counts["jira"] != 1 || len(counts) != 2 {
 		t.Fatalf("counts: %v", counts)
 	}
+	ecounts, err := g.CountEdgesByType(ctx)
+	check(t, err)
+	if ecounts["assigned_to"] != 1 || len(ecounts) != 1 {
+		t.Fatalf("edge counts: %v", ecounts)
+	}
 	if _, err := g.Node(ctx, "person:bob"); !errors.Is(err, graph.ErrNotFound) {
 		t.Fatalf("missing node: %v", err)
 	}

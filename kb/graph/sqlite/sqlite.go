@@ -572,7 +572,16 @@ func column(ctx context.Context, q querier, query string, args ...any) ([]string
 
 // CountByType implements graph.Graph.
 func (g *clientGraph) CountByType(ctx context.Context) (map[string]int, error) {
-	rows, err := g.db.R.QueryContext(ctx, `SELECT type, count(*) FROM nodes WHERE client = ? GROUP BY type`, g.client)
+	return g.count(ctx, "nodes")
+}
+
+// CountEdgesByType implements graph.Graph.
+func (g *clientGraph) CountEdgesByType(ctx context.Context) (map[string]int, error) {
+	return g.count(ctx, "edges")
+}
+
+func (g *clientGraph) count(ctx context.Context, table string) (map[string]int, error) {
+	rows, err := g.db.R.QueryContext(ctx, `SELECT type, count(*) FROM `+table+` WHERE client = ? GROUP BY type`, g.client)
 	if err != nil {
 		return nil, g.db.Explain("count nodes", err)
 	}
