@@ -6,8 +6,9 @@
 // (kb.Ingest: every edge with its evidence), routed by rules — DONE, or
 // READY_FOR_GPU when it asks something of the configured users — and given
 // its TaskMemory. A LINK_PROCESSING task is classified and recorded, and
-// fetched when it is safe (qualifier/linksafety). (The Ollama agent is the
-// next step of this stage.)
+// fetched when it is safe (qualifier/linksafety). With an Ollama model
+// configured, qualifier/agent adds entities and relations from prose and
+// makes the routing decision; its usage is recorded on the task.
 //
 // Every step is idempotent — ingest is, TaskMemory is replaced — so a task
 // redone after a crash changes nothing twice.
@@ -26,6 +27,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/qualifier/agent"
 	"github.com/jervis-dev/jervis/qualifier/linksafety"
 	"github.com/jervis-dev/jervis/qualifier/rules"
 )
@@ -46,15 +48,19 @@ const (
 
 // Config tunes the qualification loop.
 type Config struct {
-	Store          Store
-	KB             *kb.KB
-	Users          []string // whose requests route to READY_FOR_GPU; empty: anyone's
-	Fetcher        *linksafety.Fetcher
+	Store   Store
+	KB      *kb.KB
+	Users   []string // whose requests route to READY_FOR_GPU; empty: anyone's
+	Fetcher *linksafety.Fetcher
+	// Agent, when set, adds what structure cannot (qualifier/agent) and
+	// makes the routing decision; without it the rules decide.
+	Agent          *agent.Agent
 	UncertainLinks string // PolicyRecord (default) or PolicyFetch
 	Concurrency    int    // tasks at once (default 4)
 	// LeaseFor is how long a claim holds a task (default 1m): a crashed
 	// process's tasks return to the queue after it.
 	LeaseFor        time.Duration
+	BackoffBase     time.Duration // first retry delay (default 1s)
 	PollInterval    time.Duration
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
@@ -80,10 +86,14 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 		return nil, fmt.Errorf("qualifier: uncertain-link policy %q is not %s or %s", cfg.UncertainLinks, PolicyRecord, PolicyFetch)
 	}
 	return worker.New(store.TaskQueue{Tasks: cfg.Store, Stage: store.StageQualify}, &Qualifier{cfg: cfg}, worker.Config{
-		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), LeaseFor: cfg.LeaseFor, PollInterval: cfg.PollInterval,
+		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), LeaseFor: cfg.LeaseFor, BackoffBase: cfg.BackoffBase, PollInterval: cfg.PollInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger,
 	})
 }
+
+// ClassEmptyExtraction is the class of tasks whose model answered without
+// using any tool: retried, then FAILED with that reason.
+const ClassEmptyExtraction = "empty_extraction"
 
 // ClassBadContent is the class of tasks whose document the knowledge base
 // refuses (empty, binary, too large, no valid ref).
@@ -110,16 +120,32 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		return worker.Result{}, fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
 	}
 	decision, reason := rules.Route(doc, q.cfg.Users)
+	summary := rules.Summary(doc, decision, reason)
+	var usage []byte
+	if q.cfg.Agent != nil {
+		req := rules.Structure(doc)
+		out, err := q.cfg.Agent.Qualify(ctx, agent.Input{TaskID: t.ID, Client: t.Client, Document: doc, MainNode: res.MainNode,
+			Content: req.Content, Summary: summary, Decision: decision, Reason: reason})
+		usage, _ = json.Marshal(out.Usage)
+		if errors.Is(err, agent.ErrEmptyExtraction) {
+			return worker.Result{}, worker.Classify(ClassEmptyExtraction, false, true, fmt.Errorf("document %s: %w", doc.ExternalID, err))
+		}
+		if err != nil {
+			return worker.Result{}, err
+		}
+		decision, reason, summary = out.Decision, out.Reason, out.Summary
+		res.Nodes, res.Chunks = append(res.Nodes, out.Nodes...), append(res.Chunks, out.Chunks...)
+	}
 	structured, _ := json.Marshal(map[string]any{"title": doc.Normalized.Title, "metadata": compact(doc.Normalized.Metadata)})
 	mem := store.TaskMemory{
-		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: rules.Summary(doc, decision, reason),
+		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: summary,
 		GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, StructuredData: structured,
 		RoutingDecision: store.TaskState(decision), RoutingReason: reason, SourceType: doc.SourceType, SourceID: doc.ID,
 	}
 	if err := q.cfg.Store.SaveTaskMemory(ctx, mem); err != nil {
 		return worker.Result{}, fmt.Errorf("task memory: %w", err)
 	}
-	return worker.Result{Next: decision}, nil
+	return worker.Result{Next: decision, Usage: usage}, nil
 }
 
 // link handles a LINK_PROCESSING task: a link already fetched is DONE; a

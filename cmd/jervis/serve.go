@@ -26,6 +26,7 @@ import (
 	"github.com/jervis-dev/jervis/pollers/imap"
 	"github.com/jervis-dev/jervis/pollers/jira"
 	"github.com/jervis-dev/jervis/qualifier"
+	"github.com/jervis-dev/jervis/qualifier/agent"
 )
 
 func (a *app) serveCommand() *cobra.Command {
@@ -88,8 +89,15 @@ func (a *app) serve(parent context.Context) error {
 			return err
 		}
 		defer k.close()
-		q, err := qualifier.New(qualifier.Config{Store: st, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
-			PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log})
+		qc := qualifier.Config{Store: st, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
+			UncertainLinks: a.cfg.Qualifier.UncertainLinks, PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log}
+		if m := a.cfg.Qualifier.Model; m != "" {
+			if qc.Agent, err = agent.New(agent.Config{Host: a.cfg.Qualifier.OllamaHost, Model: m, MaxIterations: a.cfg.Qualifier.MaxIterations, KB: k.KB}); err != nil {
+				return err
+			}
+			log.Info("agent qualifier", "model", m, "host", a.cfg.Qualifier.OllamaHost)
+		}
+		q, err := qualifier.New(qc)
 		if err != nil {
 			return err
 		}

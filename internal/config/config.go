@@ -142,6 +142,15 @@ type Qualifier struct {
 	// Users are the people whose requests make a document READY_FOR_GPU
 	// (e-mail addresses); empty: a request to anyone does.
 	Users []string `yaml:"users"`
+	// Model is the Ollama model of the agent qualifier; empty: rules only.
+	Model string `yaml:"model"`
+	// OllamaHost is the Ollama server of the agent.
+	OllamaHost string `yaml:"ollama_host"`
+	// MaxIterations caps model calls per task.
+	MaxIterations int `yaml:"max_iterations"`
+	// UncertainLinks is what happens to links no pattern classifies:
+	// record (default) or fetch.
+	UncertainLinks string `yaml:"uncertain_links"`
 }
 
 // Indexers tunes the continuous indexers.
@@ -185,7 +194,7 @@ func Default() Config {
 		Log:             Log{Level: "info", Format: "text"},
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
-		Qualifier:       Qualifier{Concurrency: 4},
+		Qualifier:       Qualifier{Concurrency: 4, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "record"},
 	}
 }
 
@@ -469,6 +478,12 @@ func (c Config) Validate() error {
 	}
 	if c.Qualifier.Concurrency < 1 || c.Qualifier.Concurrency > 256 {
 		bad("qualifier.concurrency", "%d is not 1..256", c.Qualifier.Concurrency)
+	}
+	if c.Qualifier.MaxIterations < 1 || c.Qualifier.MaxIterations > 100 {
+		bad("qualifier.max_iterations", "%d is not 1..100", c.Qualifier.MaxIterations)
+	}
+	if u := c.Qualifier.UncertainLinks; u != "record" && u != "fetch" {
+		bad("qualifier.uncertain_links", "%q is not record or fetch", u)
 	}
 	if c.Indexers.Concurrency < 1 || c.Indexers.Concurrency > 256 {
 		bad("indexers.concurrency", "%d is not 1..256", c.Indexers.Concurrency)

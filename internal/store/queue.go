@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -55,6 +56,12 @@ func (q TaskQueue) Ack(ctx context.Context, owner string, acks []worker.Ack) err
 				break
 			}
 			t.Result = a.Output
+			if len(a.Usage) > 0 {
+				var u Usage
+				if err := json.Unmarshal(a.Usage, &u); err == nil {
+					t.Usage = &u
+				}
+			}
 			// Entering a new stage starts its attempts afresh.
 			t.ResetAttempts = t.To == TaskReadyForGPU
 		case worker.Retry:

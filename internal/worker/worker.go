@@ -71,6 +71,7 @@ type Ack struct {
 	Outcome  Outcome
 	Next     string    // Succeeded: the state the handler chose; "" = queue default
 	Output   []byte    // Succeeded: stored with the item when the queue supports it
+	Usage    []byte    // Succeeded: what the job spent (JSON), when the queue records it
 	Failure  *Failure  // Retry, Failed
 	RunAfter time.Time // Retry: not before
 	Reason   string    // Released: why
@@ -94,6 +95,7 @@ type Queue[T any] interface {
 type Result struct {
 	Next   string // the state to finish in; "" = the queue's default
 	Output []byte
+	Usage  []byte // what the job spent, as JSON the queue understands
 }
 
 // Handler processes one job. It must return promptly when ctx is cancelled
@@ -380,7 +382,7 @@ func (w *Worker[T]) run(ctx context.Context, j Job[T]) Ack {
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil:
-		return Ack{ID: j.ID, Outcome: Succeeded, Next: res.Next, Output: res.Output}
+		return Ack{ID: j.ID, Outcome: Succeeded, Next: res.Next, Output: res.Output, Usage: res.Usage}
 	case errors.Is(cause, ErrPreempted), errors.Is(err, ErrPreempted):
 		return Ack{ID: j.ID, Outcome: Released, Reason: "preempted"}
 	case errors.Is(cause, ErrShutdown):
