@@ -228,9 +228,19 @@ type LinkPatterns interface {
 	ListLinkPatterns(ctx context.Context, client string) ([]LinkPattern, error)
 }
 
+// ModelCache keeps model answers, so that qualifying unchanged content
+// again costs no model call.
+type ModelCache interface {
+	// GetModelAnswer returns the answer stored under key, or ErrNotFound.
+	GetModelAnswer(ctx context.Context, key string) ([]byte, error)
+	// PutModelAnswer stores an answer, replacing one under the same key.
+	PutModelAnswer(ctx context.Context, key string, answer []byte) error
+}
+
 // Store is every role of the pipeline state in one backend.
 type Store interface {
 	LinkPatterns
+	ModelCache
 	Documents
 	Tasks
 	Memories

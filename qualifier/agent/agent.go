@@ -26,6 +26,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -57,6 +58,9 @@ type Config struct {
 	MaxDuration   time.Duration
 	HTTPClient    *http.Client
 	KB            *kb.KB
+	// Cache keeps the tool calls of finished runs (the pipeline store does);
+	// nil keeps them in memory only.
+	Cache store.ModelCache
 }
 
 // Agent qualifies documents with a model. Safe for concurrent use.
@@ -130,9 +134,10 @@ func (a *Agent) Qualify(ctx context.Context, in Input) (Result, error) {
 	res := Result{Decision: in.Decision, Reason: in.Reason, Summary: in.Summary}
 	run := &run{agent: a, in: in, res: &res}
 	key := cacheKey(in, a.cfg.Model)
-	a.mu.Lock()
-	cached, ok := a.cache[key]
-	a.mu.Unlock()
+	cached, ok, err := a.cached(ctx, key)
+	if err != nil {
+		return res, err
+	}
 	if ok {
 		res.FromCache, res.StopReason = true, "replayed from cache"
 		for _, c := range cached {
@@ -199,11 +204,46 @@ func (a *Agent) Qualify(ctx context.Context, in Input) (Result, error) {
 	}
 	res.Usage.Duration = time.Since(start)
 	if res.StopReason == "routeTask" {
-		a.mu.Lock()
-		a.cache[key] = accepted
-		a.mu.Unlock()
+		if err := a.remember(ctx, key, accepted); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
+}
+
+func (a *Agent) cached(ctx context.Context, key string) ([]Call, bool, error) {
+	if a.cfg.Cache == nil {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		calls, ok := a.cache[key]
+		return calls, ok, nil
+	}
+	b, err := a.cfg.Cache.GetModelAnswer(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var calls []Call
+	if err := json.Unmarshal(b, &calls); err != nil {
+		return nil, false, nil // unreadable: ask the model again
+	}
+	return calls, true, nil
+}
+
+func (a *Agent) remember(ctx context.Context, key string, calls []Call) error {
+	if a.cfg.Cache == nil {
+		a.mu.Lock()
+		a.cache[key] = calls
+		a.mu.Unlock()
+		return nil
+	}
+	b, err := json.Marshal(calls)
+	if err != nil {
+		return err
+	}
+	return a.cfg.Cache.PutModelAnswer(ctx, key, b)
 }
 
 type run struct {

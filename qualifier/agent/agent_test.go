@@ -68,6 +68,7 @@ func (o *ollama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type env struct {
 	kb    *kb.KB
 	graph *graphsqlite.Store
+	st    *sqlite.Store
 }
 
 func newEnv(t *testing.T) env {
@@ -82,7 +83,7 @@ func newEnv(t *testing.T) env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close(); g.Close(); c.Close() })
-	return env{kb: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st}), graph: g}
+	return env{kb: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st}), graph: g, st: st}
 }
 
 const content = `Subject: Billing migration
@@ -97,7 +98,7 @@ func setup(t *testing.T, script [][]call, budget int) (*agent.Agent, *ollama, en
 	o := &ollama{script: script}
 	srv := httptest.NewServer(o)
 	t.Cleanup(srv.Close)
-	a, err := agent.New(agent.Config{Host: srv.URL, Model: "qwen2.5:7b", MaxIterations: budget, KB: e.kb})
+	a, err := agent.New(agent.Config{Host: srv.URL, Model: "qwen2.5:7b", MaxIterations: budget, KB: e.kb, Cache: e.st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestBudgetStopsALoopingModel(t *testing.T) {
 func TestCacheMakesARerunFree(t *testing.T) {
 	t.Parallel()
 	script := [][]call{{{"name": "storeChunk", "args": call{"text": "Billing changes owner."}}, {"name": "routeTask", "args": call{"decision": "DONE", "reason": "fyi"}}}}
-	a, o, _, in := setup(t, script, 10)
+	a, o, e, in := setup(t, script, 10)
 	first, err := a.Qualify(t.Context(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +203,14 @@ func TestCacheMakesARerunFree(t *testing.T) {
 	}
 	if len(o.requests) != 1 || !second.FromCache || second.Usage.ModelCalls != 0 || second.Decision != first.Decision {
 		t.Fatalf("%d model calls; second %+v", len(o.requests), second)
+	}
+	// A new agent (a restarted process) on the same store: still free.
+	srv := httptest.NewServer(o)
+	defer srv.Close()
+	restarted, _ := agent.New(agent.Config{Host: srv.URL, Model: "qwen2.5:7b", KB: e.kb, Cache: e.st})
+	third, err := restarted.Qualify(t.Context(), in)
+	if err != nil || !third.FromCache || len(o.requests) != 1 {
+		t.Fatalf("after restart: %+v %v (%d model calls)", third, err, len(o.requests))
 	}
 }
 

@@ -120,4 +120,12 @@ CREATE TABLE link_patterns (
 	PRIMARY KEY (client, kind, pattern)
 ) STRICT, WITHOUT ROWID;
 `,
+	// 3: cached model answers.
+	`
+CREATE TABLE model_answers (
+	key        TEXT PRIMARY KEY,
+	answer     BLOB NOT NULL,
+	updated_at INTEGER NOT NULL
+) STRICT;
+`,
 }

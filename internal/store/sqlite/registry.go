@@ -381,3 +381,22 @@ func (s *Store) ListLinkPatterns(ctx context.Context, client string) ([]store.Li
 	}
 	return out, rows.Err()
 }
+
+// GetModelAnswer implements store.ModelCache.
+func (s *Store) GetModelAnswer(ctx context.Context, key string) ([]byte, error) {
+	var b []byte
+	err := s.db.R.QueryRowContext(ctx, `SELECT answer FROM model_answers WHERE key = ?`, key).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("model answer %s: %w", key, store.ErrNotFound)
+	}
+	return b, s.db.Explain("get model answer", err)
+}
+
+// PutModelAnswer implements store.ModelCache.
+func (s *Store) PutModelAnswer(ctx context.Context, key string, answer []byte) error {
+	return s.db.Write(ctx, "put model answer", func(tx sqlitedb.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO model_answers (key, answer, updated_at) VALUES (?, ?, ?)
+			ON CONFLICT (key) DO UPDATE SET answer = excluded.answer, updated_at = excluded.updated_at`, key, answer, sqlitedb.Micros(time.Now()))
+		return err
+	})
+}

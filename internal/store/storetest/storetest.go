@@ -41,6 +41,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 	t.Run("ClientsAndKeys", func(t *testing.T) { t.Parallel(); testClients(t, newStore(t)) })
 	t.Run("Stats", func(t *testing.T) { t.Parallel(); testStats(t, newStore(t)) })
 	t.Run("LinkPatterns", func(t *testing.T) { t.Parallel(); testLinkPatterns(t, newStore(t)) })
+	t.Run("ModelCache", func(t *testing.T) { t.Parallel(); testModelCache(t, newStore(t)) })
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
@@ -829,6 +830,20 @@ func testLinkPatterns(t *testing.T, s store.Store) {
 	for _, bad := range []store.LinkPattern{{Client: "acme", Kind: "maybe", Pattern: "x"}, {Client: "acme", Kind: store.LinkAllow, Pattern: " "}, {Client: "Bad!", Kind: store.LinkAllow, Pattern: "x"}} {
 		if err := s.AddLinkPattern(ctx(t), bad); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}
+
+func testModelCache(t *testing.T, s store.Store) {
+	if _, err := s.GetModelAnswer(ctx(t), "k"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+	for _, v := range []string{`[{"name":"routeTask"}]`, `[]`} {
+		if err := s.PutModelAnswer(ctx(t), "k", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		if got := must(s.GetModelAnswer(ctx(t), "k"))(t); string(got) != v {
+			t.Fatalf("got %s, want %s", got, v)
 		}
 	}
 }
