@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -19,9 +20,12 @@ import (
 	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/git"
 	"github.com/jervis-dev/jervis/qualifier"
 	"github.com/jervis-dev/jervis/qualifier/rules"
 )
+
+var fixesRE = regexp.MustCompile(`Fixes ([A-Z]+-[0-9]+)`)
 
 type env struct {
 	st    *sqlite.Store
@@ -77,6 +81,29 @@ func loadDemo(t testing.TB, st store.Store) []store.Document {
 			}
 			return nil
 		})
+	}
+	// The git history, through the git source.
+	repo := filepath.Join(t.TempDir(), "repo")
+	if err := deploy.BuildDemoRepo(repo); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := git.New(git.Config{URL: repo, Dir: filepath.Join(t.TempDir(), "clone")})
+	for cursor := ""; ; {
+		b, err := src.Poll(context.Background(), cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range b.Documents {
+			doc.Client = "demo"
+			stored, _, err := st.PutDocument(context.Background(), doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, stored)
+		}
+		if cursor = b.Cursor; !b.More {
+			break
+		}
 	}
 	return docs
 }
@@ -158,6 +185,13 @@ func TestDemoCorpusWithTheRulesQualifier(t *testing.T) {
 			}
 		case store.SourceConfluence:
 			want = append(want, graph.EdgeKey("in_space", main.String(), "space:"+strings.ToLower(m["space"].(string))))
+		case store.SourceGit:
+			if a, ok := m["author"].(string); ok {
+				want = append(want, graph.EdgeKey("authored_by", main.String(), "person:"+a))
+				for _, k := range fixesRE.FindAllStringSubmatch(d.Normalized.Body, -1) {
+					want = append(want, graph.EdgeKey("fixes", main.String(), "jira:"+strings.ToLower(k[1])))
+				}
+			}
 		}
 		for _, key := range want {
 			edge, err := g.Edge(ctx, key)

@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
-
-	gogit "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/internal/store"
@@ -56,27 +50,12 @@ func (a *app) loadDemo(ctx context.Context, st store.Store) error {
 	return nil
 }
 
-type demoCommit struct {
-	Message, Author, Email, Branch string
-	When                           time.Time
-	Files                          map[string]string
-}
-
 // demoGit builds the demo repository from git/commits.json (once) and
 // stores its commits through the git source.
 func (a *app) demoGit(ctx context.Context, st store.Store) (int, error) {
-	raw, err := fs.ReadFile(deploy.Demo(), "git/commits.json")
-	if err != nil {
-		return 0, err
-	}
-	var commits []demoCommit
-	if err := json.Unmarshal(raw, &commits); err != nil {
-		return 0, err
-	}
 	repoDir := filepath.Join(a.cfg.DataDir, "demo", "kestrel-shop")
 	if _, err := os.Stat(repoDir); os.IsNotExist(err) {
-		if err := buildRepo(repoDir, commits); err != nil {
-			os.RemoveAll(repoDir)
+		if err := deploy.BuildDemoRepo(repoDir); err != nil {
 			return 0, err
 		}
 	}
@@ -102,43 +81,4 @@ func (a *app) demoGit(ctx context.Context, st store.Store) (int, error) {
 		}
 	}
 	return n, st.CommitCursor(ctx, "poll:demo-git", cursor)
-}
-
-func buildRepo(dir string, commits []demoCommit) error {
-	r, err := gogit.PlainInitWithOptions(dir, &gogit.PlainInitOptions{InitOptions: gogit.InitOptions{DefaultBranch: plumbing.Main}})
-	if err != nil {
-		return err
-	}
-	w, err := r.Worktree()
-	if err != nil {
-		return err
-	}
-	branch := "main"
-	for i, c := range commits {
-		if c.Branch != branch && i > 0 {
-			name := plumbing.NewBranchReferenceName(c.Branch)
-			_, err := r.Reference(name, false)
-			if err := w.Checkout(&gogit.CheckoutOptions{Branch: name, Create: err != nil}); err != nil {
-				return err
-			}
-			branch = c.Branch
-		}
-		for name, body := range c.Files {
-			p := filepath.Join(dir, filepath.FromSlash(name))
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-				return err
-			}
-			if _, err := w.Add(name); err != nil {
-				return err
-			}
-		}
-		sig := &object.Signature{Name: c.Author, Email: c.Email, When: c.When}
-		if _, err := w.Commit(c.Message, &gogit.CommitOptions{Author: sig, Committer: sig}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
