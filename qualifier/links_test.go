@@ -2,11 +2,13 @@ package qualifier_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
 	"github.com/jervis-dev/jervis/qualifier"
+	"github.com/jervis-dev/jervis/qualifier/agent"
 	"github.com/jervis-dev/jervis/qualifier/linksafety"
 )
 
@@ -85,5 +88,93 @@ func TestLinksAreClassifiedRecordedAndSafeOnesFetched(t *testing.T) {
 	edge, err := e.graph.For("acme").Edge(ctx, graph.EdgeKey("found_in", link.String(), source.String()))
 	if err != nil || len(edge.EvidenceChunkIDs) == 0 {
 		t.Fatalf("found_in edge: %+v %v", edge, err)
+	}
+}
+
+// linkModel answers /api/chat like Ollama with structured output: fetch for
+// links under docs.example.test, skip otherwise. It checks that the request
+// asks for the answer schema.
+func linkModel(t *testing.T, calls *atomic.Int32) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		var req struct {
+			Format   json.RawMessage `json:"format"`
+			Messages []struct{ Content string }
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		answer := `{"decision":"skip","reason":"a newsletter tracking link"}`
+		_, link, _ := strings.Cut(req.Messages[len(req.Messages)-1].Content, "\n")
+		if link, _, _ = strings.Cut(link, "\n"); strings.Contains(link, "docs.example.test") {
+			answer = `{"decision":"fetch","reason":"vendor documentation the email relies on"}`
+		}
+		if !strings.Contains(string(req.Format), `"enum":["fetch","skip"]`) {
+			answer = "no schema in the request"
+		}
+		json.NewEncoder(w).Encode(map[string]any{"model": "m", "created_at": "2026-11-21T15:00:00Z", "done": true,
+			"message": map[string]any{"role": "assistant", "content": answer}, "prompt_eval_count": 120, "eval_count": 15})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestUncertainLinksDecidedByTheModel(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<html><head><title>Grinder calibration</title></head><body><p>Calibrate the burr grinder to 250 microns for espresso.</p></body></html>`)
+	}))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
+	e := newEnv(t)
+	ctx := context.Background()
+	docs := "http://docs.example.test" + port + "/grinder"
+	news := "http://mail.example.test" + port + "/t/9f2c"
+	body := "Grinder settings: " + docs + " (from the vendor). Newsletter: " + news + " — thanks."
+	if _, _, err := e.st.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: "m2@acme.test", Raw: []byte(body),
+		Normalized: store.Normalized{Title: "Grinder", Body: body, Metadata: map[string]any{"from": "ann@acme.test", "fromName": "Ann"}}}); err != nil {
+		t.Fatal(err)
+	}
+	ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
+	runUntil(t, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == 1 }, e.st)
+	var calls atomic.Int32
+	ag, err := agent.New(agent.Config{Host: linkModel(t, &calls), Model: "m", KB: e.kb, Cache: e.st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, UncertainLinks: qualifier.PolicyModel}); err == nil {
+		t.Fatal("the model policy without a model must be refused")
+	}
+	loopback := netip.MustParseAddr("127.0.0.1")
+	fetcher := &linksafety.Fetcher{AllowLoopback: true, Resolver: resolver{"docs.example.test": {loopback}, "mail.example.test": {loopback}}}
+	// The default policy (auto) is the model's decision when a model is configured.
+	q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, Agent: ag, Fetcher: fetcher, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, q, func(s store.Stats) bool { return s.TasksByKind["LINK_PROCESSING"]["DONE"] == 2 }, e.st)
+	docID := store.DocumentID("acme", store.SourceEmail, "m2@acme.test", store.ContentHash([]byte(body)))
+	for u, want := range map[string]string{docs: "; model: vendor documentation the email relies on): fetched", news: "; model: a newsletter tracking link): recorded, not fetched"} {
+		id := store.TaskID(docID, store.KindLink, u)
+		mem, err := e.st.GetTaskMemory(ctx, "acme", id)
+		if err != nil || !strings.HasPrefix(mem.RoutingReason, "UNCERTAIN") || !strings.HasSuffix(mem.RoutingReason, want) {
+			t.Fatalf("%s: %q %v, want ...%q", u, mem.RoutingReason, err, want)
+		}
+		task, _ := e.st.GetTask(ctx, "acme", id)
+		if task.Usage.ModelCalls != 1 || task.Usage.PromptTokens != 120 {
+			t.Fatalf("%s: usage %+v", u, task.Usage)
+		}
+	}
+	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "burr grinder calibration microns"})
+	if err != nil || len(pack.Items) == 0 || !strings.Contains(pack.Items[0].Content, "250 microns") {
+		t.Fatalf("the page the model chose is not searchable: %v %+v", err, pack.Items)
+	}
+	// The answers are cached: deciding again costs no model call.
+	before := calls.Load()
+	d, err := ag.DecideLink(ctx, news, "Newsletter: "+news)
+	if err != nil || d.Fetch {
+		t.Fatalf("decision %+v %v", d, err)
+	}
+	if d2, _ := ag.DecideLink(ctx, news, "Newsletter: "+news); !d2.FromCache || calls.Load() != before+1 {
+		t.Fatalf("second decision %+v: %d model calls, want 1", d2, calls.Load()-before)
 	}
 }

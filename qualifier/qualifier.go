@@ -44,6 +44,8 @@ type Store interface {
 const (
 	PolicyRecord = "record" // record the link, do not fetch it (default)
 	PolicyFetch  = "fetch"  // fetch it like a SAFE one
+	PolicyModel  = "model"  // the agent's model decides (needs Agent)
+	PolicyAuto   = "auto"   // PolicyModel when an Agent is set, else PolicyRecord
 )
 
 // Config tunes the qualification loop.
@@ -55,7 +57,7 @@ type Config struct {
 	// Agent, when set, adds what structure cannot (qualifier/agent) and
 	// makes the routing decision; without it the rules decide.
 	Agent          *agent.Agent
-	UncertainLinks string // PolicyRecord (default) or PolicyFetch
+	UncertainLinks string // PolicyAuto (default), PolicyRecord, PolicyFetch or PolicyModel
 	Concurrency    int    // tasks at once (default 4)
 	// LeaseFor is how long a claim holds a task (default 1m): a crashed
 	// process's tasks return to the queue after it.
@@ -81,9 +83,19 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 	if cfg.Fetcher == nil {
 		cfg.Fetcher = &linksafety.Fetcher{}
 	}
-	cfg.UncertainLinks = cmp.Or(cfg.UncertainLinks, PolicyRecord)
-	if cfg.UncertainLinks != PolicyRecord && cfg.UncertainLinks != PolicyFetch {
-		return nil, fmt.Errorf("qualifier: uncertain-link policy %q is not %s or %s", cfg.UncertainLinks, PolicyRecord, PolicyFetch)
+	switch cfg.UncertainLinks = cmp.Or(cfg.UncertainLinks, PolicyAuto); cfg.UncertainLinks {
+	case PolicyAuto:
+		cfg.UncertainLinks = PolicyRecord
+		if cfg.Agent != nil {
+			cfg.UncertainLinks = PolicyModel
+		}
+	case PolicyRecord, PolicyFetch:
+	case PolicyModel:
+		if cfg.Agent == nil {
+			return nil, errors.New("qualifier: uncertain-link policy model needs a qualifier model")
+		}
+	default:
+		return nil, fmt.Errorf("qualifier: uncertain-link policy %q is not %s, %s, %s or %s", cfg.UncertainLinks, PolicyAuto, PolicyRecord, PolicyFetch, PolicyModel)
 	}
 	return worker.New(store.TaskQueue{Tasks: cfg.Store, Stage: store.StageQualify}, &Qualifier{cfg: cfg}, worker.Config{
 		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), LeaseFor: cfg.LeaseFor, BackoffBase: cfg.BackoffBase, PollInterval: cfg.PollInterval,
@@ -151,7 +163,8 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 // link handles a LINK_PROCESSING task: a link already fetched is DONE; a
 // link is classified (qualifier/linksafety) and recorded — a link node,
 // found_in its source document, with the text around it as evidence — and a
-// SAFE one (or an UNCERTAIN one under PolicyFetch) is fetched by the guarded
+// SAFE one (or an UNCERTAIN one under PolicyFetch, or that the model chose
+// under PolicyModel) is fetched by the guarded
 // client and its page ingested as the link node's content. A fetched page's
 // own links are in its text; they are never queued.
 func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) (worker.Result, error) {
@@ -167,6 +180,15 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 	}
 	verdict, why := linksafety.Classify(p.URL, patterns)
 	fetch := verdict == linksafety.Safe || verdict == linksafety.Uncertain && q.cfg.UncertainLinks == PolicyFetch
+	var usage []byte
+	if verdict == linksafety.Uncertain && q.cfg.UncertainLinks == PolicyModel {
+		d, err := q.cfg.Agent.DecideLink(ctx, p.URL, p.Context)
+		usage, _ = json.Marshal(d.Usage)
+		if err != nil {
+			return worker.Result{}, err // retried with backoff, then FAILED with the reason
+		}
+		fetch, why = d.Fetch, why+"; "+d.Reason
+	}
 	reason := fmt.Sprintf("%s (%s): recorded, not fetched", verdict, why)
 	if fetch {
 		reason = fmt.Sprintf("%s (%s): fetched", verdict, why)
@@ -222,7 +244,7 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 	}); err != nil {
 		return worker.Result{}, err
 	}
-	return worker.Result{Next: rules.Done}, nil
+	return worker.Result{Next: rules.Done, Usage: usage}, nil
 }
 
 func isBadContent(err error) bool {

@@ -148,8 +148,10 @@ type Qualifier struct {
 	OllamaHost string `yaml:"ollama_host"`
 	// MaxIterations caps model calls per task.
 	MaxIterations int `yaml:"max_iterations"`
-	// UncertainLinks is what happens to links no pattern classifies:
-	// record (default) or fetch.
+	// UncertainLinks is what happens to links no pattern classifies: auto
+	// (default: model when a model is configured, else record), record
+	// (not fetched), fetch (through the guarded client), or model (the
+	// model decides; needs qualifier.model).
 	UncertainLinks string `yaml:"uncertain_links"`
 }
 
@@ -194,7 +196,7 @@ func Default() Config {
 		Log:             Log{Level: "info", Format: "text"},
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
-		Qualifier:       Qualifier{Concurrency: 4, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "record"},
+		Qualifier:       Qualifier{Concurrency: 4, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
 	}
 }
 
@@ -482,8 +484,14 @@ func (c Config) Validate() error {
 	if c.Qualifier.MaxIterations < 1 || c.Qualifier.MaxIterations > 100 {
 		bad("qualifier.max_iterations", "%d is not 1..100", c.Qualifier.MaxIterations)
 	}
-	if u := c.Qualifier.UncertainLinks; u != "record" && u != "fetch" {
-		bad("qualifier.uncertain_links", "%q is not record or fetch", u)
+	switch u := c.Qualifier.UncertainLinks; u {
+	case "auto", "record", "fetch":
+	case "model":
+		if c.Qualifier.Model == "" {
+			bad("qualifier.uncertain_links", "model needs qualifier.model")
+		}
+	default:
+		bad("qualifier.uncertain_links", "%q is not auto, record, fetch or model", u)
 	}
 	if c.Indexers.Concurrency < 1 || c.Indexers.Concurrency > 256 {
 		bad("indexers.concurrency", "%d is not 1..256", c.Indexers.Concurrency)

@@ -69,7 +69,7 @@ type Agent struct {
 	client *api.Client
 
 	mu    sync.Mutex
-	cache map[string][]Call
+	cache map[string][]byte
 }
 
 // New returns an agent; it does not contact the server.
@@ -89,7 +89,7 @@ func New(cfg Config) (*Agent, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Agent{cfg: cfg, client: api.NewClient(u, hc), cache: map[string][]Call{}}, nil
+	return &Agent{cfg: cfg, client: api.NewClient(u, hc), cache: map[string][]byte{}}, nil
 }
 
 // Call is one validated tool call.
@@ -212,17 +212,8 @@ func (a *Agent) Qualify(ctx context.Context, in Input) (Result, error) {
 }
 
 func (a *Agent) cached(ctx context.Context, key string) ([]Call, bool, error) {
-	if a.cfg.Cache == nil {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		calls, ok := a.cache[key]
-		return calls, ok, nil
-	}
-	b, err := a.cfg.Cache.GetModelAnswer(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
+	b, ok, err := a.answer(ctx, key)
+	if !ok || err != nil {
 		return nil, false, err
 	}
 	var calls []Call
@@ -233,15 +224,35 @@ func (a *Agent) cached(ctx context.Context, key string) ([]Call, bool, error) {
 }
 
 func (a *Agent) remember(ctx context.Context, key string, calls []Call) error {
-	if a.cfg.Cache == nil {
-		a.mu.Lock()
-		a.cache[key] = calls
-		a.mu.Unlock()
-		return nil
-	}
 	b, err := json.Marshal(calls)
 	if err != nil {
 		return err
+	}
+	return a.keep(ctx, key, b)
+}
+
+// answer returns the cached answer under key, from the store when one is
+// configured, else from memory.
+func (a *Agent) answer(ctx context.Context, key string) ([]byte, bool, error) {
+	if a.cfg.Cache == nil {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		b, ok := a.cache[key]
+		return b, ok, nil
+	}
+	b, err := a.cfg.Cache.GetModelAnswer(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	return b, err == nil, err
+}
+
+func (a *Agent) keep(ctx context.Context, key string, b []byte) error {
+	if a.cfg.Cache == nil {
+		a.mu.Lock()
+		a.cache[key] = b
+		a.mu.Unlock()
+		return nil
 	}
 	return a.cfg.Cache.PutModelAnswer(ctx, key, b)
 }
@@ -320,12 +331,7 @@ func (r *run) execute(ctx context.Context, c Call) (string, error) {
 	return "", fmt.Errorf("unknown tool %q", c.Name)
 }
 
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
+func clip(s string) string { return clipN(s, 80) }
 
 const systemPrompt = `You add knowledge to a team's knowledge graph from one document at a time.
 The document's structure (sender, recipients, assignees, links, relationship syntax) is already stored:

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jervis-dev/jervis/internal/store"
@@ -241,5 +242,30 @@ func TestEmptyExtractionIsAnError(t *testing.T) {
 	a, _, _, in := setup(t, [][]call{nil}, 10)
 	if _, err := a.Qualify(t.Context(), in); !errors.Is(err, agent.ErrEmptyExtraction) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLinkDecisionOutsideTheSchemaIsAnError(t *testing.T) {
+	t.Parallel()
+	for _, answer := range []string{`{"decision":"maybe","reason":"?"}`, `{"decision":"fetch","reason":"ok","client":"other"}`, "Sure, fetch it."} {
+		var calls atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			json.NewEncoder(w).Encode(map[string]any{"model": "m", "done": true, "message": map[string]any{"role": "assistant", "content": answer}})
+		}))
+		e := newEnv(t)
+		a, err := agent.New(agent.Config{Host: srv.URL, Model: "m", KB: e.kb, Cache: e.st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := a.DecideLink(context.Background(), "https://news.example.com/a", "see https://news.example.com/a")
+		if err == nil || d.Fetch || d.Usage.ModelCalls != 1 {
+			t.Fatalf("answer %s: decision %+v, error %v", answer, d, err)
+		}
+		// A refused answer is not cached: asking again asks the model again.
+		if _, err := a.DecideLink(context.Background(), "https://news.example.com/a", "see https://news.example.com/a"); err == nil || calls.Load() != 2 {
+			t.Fatalf("answer %s: second decision: %v after %d model calls, want an error after 2", answer, err, calls.Load())
+		}
+		srv.Close()
 	}
 }
