@@ -61,6 +61,10 @@ func TestQualifierWithTheAgent(t *testing.T) {
 				task.Usage.ModelCalls != 1 || task.Usage.PromptTokens != 300 {
 				t.Fatalf("agent run: task %+v usage %+v memory %+v", task.State, task.Usage, mem)
 			}
+			// What `jervis status` reports as model calls per document.
+			if st, _ := e.st.Stats(ctx); st.ModelUsage["DATA_PROCESSING"].CallsPerTask() != 1 || int32(st.ModelUsage["DATA_PROCESSING"].ModelCalls) != calls.Load() {
+				t.Fatalf("model usage %+v, server saw %d calls", st.ModelUsage, calls.Load())
+			}
 			continue
 		}
 		// Silent model: retried, then FAILED with the reason.

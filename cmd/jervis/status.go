@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -69,6 +70,14 @@ func printStats(w io.Writer, s store.Stats) error {
 	table(tw, "DOCUMENTS", docStates, map[string]store.Counts{"all": s.Documents}, s.DocumentsBySource, s.DocumentsByClient)
 	fmt.Fprintln(tw)
 	table(tw, "TASKS", taskStates, map[string]store.Counts{"all": s.Tasks}, s.TasksByKind, s.TasksByClient)
+	if len(s.ModelUsage) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "MODEL USAGE	TASKS	CALLS	CALLS/TASK	PROMPT TOKENS	OUTPUT TOKENS")
+		for _, k := range slices.Sorted(maps.Keys(s.ModelUsage)) {
+			u := s.ModelUsage[k]
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%d\t%d\n", k, u.Tasks, u.ModelCalls, u.CallsPerTask(), u.PromptTokens, u.OutputTokens)
+		}
+	}
 	return tw.Flush()
 }
 

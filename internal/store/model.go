@@ -245,6 +245,25 @@ type Stats struct {
 	DocumentsByClient map[string]Counts `json:"documentsByClient"`
 	TasksByKind       map[string]Counts `json:"tasksByKind"`
 	TasksByClient     map[string]Counts `json:"tasksByClient"`
+	// ModelUsage sums what tasks spent on models, per task kind; kinds
+	// whose tasks made no model call are absent.
+	ModelUsage map[string]UsageTotals `json:"modelUsage"`
+}
+
+// UsageTotals is what the tasks of one kind spent on models.
+type UsageTotals struct {
+	Tasks        int64 `json:"tasks"`        // tasks of the kind
+	ModelCalls   int64 `json:"modelCalls"`   // model calls of all of them
+	PromptTokens int64 `json:"promptTokens"` // prompt tokens of all of them
+	OutputTokens int64 `json:"outputTokens"` // output tokens of all of them
+}
+
+// CallsPerTask is the mean number of model calls per task.
+func (u UsageTotals) CallsPerTask() float64 {
+	if u.Tasks == 0 {
+		return 0
+	}
+	return float64(u.ModelCalls) / float64(u.Tasks)
 }
 
 // NewStats returns Stats with every known state present at zero.
@@ -256,6 +275,7 @@ func NewStats() Stats {
 		DocumentsByClient: map[string]Counts{},
 		TasksByKind:       map[string]Counts{},
 		TasksByClient:     map[string]Counts{},
+		ModelUsage:        map[string]UsageTotals{},
 	}
 	for _, st := range DocumentStates {
 		s.Documents[string(st)] = 0

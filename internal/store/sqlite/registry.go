@@ -333,6 +333,27 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		}
 		st.AddTasks(client, store.TaskKind(kind), store.TaskState(state), n)
 	}
+	if err := rows.Err(); err != nil {
+		return st, s.db.Explain("stats", err)
+	}
+	rows.Close()
+	rows, err = s.db.R.QueryContext(ctx, `SELECT kind, count(*), sum(coalesce(json_extract(usage, '$.modelCalls'), 0)),
+		sum(coalesce(json_extract(usage, '$.promptTokens'), 0)), sum(coalesce(json_extract(usage, '$.outputTokens'), 0))
+		FROM tasks GROUP BY kind`)
+	if err != nil {
+		return st, s.db.Explain("stats", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var u store.UsageTotals
+		if err := rows.Scan(&kind, &u.Tasks, &u.ModelCalls, &u.PromptTokens, &u.OutputTokens); err != nil {
+			return st, s.db.Explain("stats", err)
+		}
+		if u.ModelCalls > 0 {
+			st.ModelUsage[kind] = u
+		}
+	}
 	return st, rows.Err()
 }
 

@@ -778,17 +778,31 @@ func testStats(t *testing.T, s store.Store) {
 	mustPut(t, s, doc("acme", "2", "b"))
 	mustPut(t, s, store.Document{Client: "globex", SourceType: store.SourceJira, ExternalID: "J-1", Raw: []byte("j")})
 	must(s.EnqueueTasks(ctx(t), task("acme", "1"), task("globex", "J-1")))(t)
-	must(s.ClaimTasks(ctx(t), store.StageQualify, claimAt(time.Now(), "q", 1)))(t)
+	claimed := must(s.ClaimTasks(ctx(t), store.StageQualify, claimAt(time.Now(), "q", 1)))(t)
 	st := must(s.Stats(ctx(t)))(t)
+	if len(st.ModelUsage) != 0 {
+		t.Fatalf("model usage with no model call: %+v", st.ModelUsage)
+	}
+	// The claimed task finishes having spent two model calls; the other is
+	// claimed and spends nothing: totals per kind cover both.
+	u := &store.Usage{ModelCalls: 2, PromptTokens: 300, OutputTokens: 40, Iterations: 2}
+	if err := s.TransitionTasks(ctx(t), []store.TaskTransition{{ID: claimed[0].ID, From: store.TaskQualifying, To: store.TaskDone, Owner: "q", Usage: u}}); err != nil {
+		t.Fatal(err)
+	}
+	must(s.ClaimTasks(ctx(t), store.StageQualify, claimAt(time.Now(), "q", 1)))(t)
+	st = must(s.Stats(ctx(t)))(t)
+	if u := st.ModelUsage["DATA_PROCESSING"]; u != (store.UsageTotals{Tasks: 2, ModelCalls: 2, PromptTokens: 300, OutputTokens: 40}) || u.CallsPerTask() != 1 {
+		t.Fatalf("model usage: %+v", st.ModelUsage)
+	}
 	for _, state := range store.TaskStates {
 		if _, ok := st.Tasks[string(state)]; !ok {
 			t.Fatalf("stats miss task state %s", state)
 		}
 	}
-	if st.Documents["NEW"] != 3 || st.Documents["INDEXED"] != 0 || st.Tasks["NEW"] != 1 || st.Tasks["QUALIFICATION_IN_PROGRESS"] != 1 {
+	if st.Documents["NEW"] != 3 || st.Documents["INDEXED"] != 0 || st.Tasks["DONE"] != 1 || st.Tasks["QUALIFICATION_IN_PROGRESS"] != 1 {
 		t.Fatalf("totals: %+v %+v", st.Documents, st.Tasks)
 	}
-	if st.DocumentsBySource["JIRA"]["NEW"] != 1 || st.DocumentsByClient["acme"]["NEW"] != 2 || st.TasksByKind["DATA_PROCESSING"]["NEW"] != 1 {
+	if st.DocumentsBySource["JIRA"]["NEW"] != 1 || st.DocumentsByClient["acme"]["NEW"] != 2 || st.TasksByKind["DATA_PROCESSING"]["DONE"] != 1 {
 		t.Fatalf("breakdowns: %+v %+v %+v", st.DocumentsBySource, st.DocumentsByClient, st.TasksByKind)
 	}
 }
