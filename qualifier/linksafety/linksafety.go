@@ -30,6 +30,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -53,6 +54,14 @@ const (
 // ErrRefused wraps every refusal of the fetcher; the message says why.
 var ErrRefused = errors.New("link refused")
 
+// actionWords are path or query words of links that act when followed —
+// unsubscribe, sign in or out, reset a password, confirm, approve — and
+// which a fetch must never follow on the recipient's behalf.
+var actionWords = regexp.MustCompile(`(^|[/?&=._-])(unsubscribe|opt-?out|log-?out|sign-?out|log-?in|sign-?in|password|reset|confirm|verify|approve|accept|decline|oauth|authori[sz]e)([/?&=._-]|$)`)
+
+// secretParams are query parameters that carry a credential.
+var secretParams = []string{"token", "access_token", "auth", "sig", "signature", "apikey", "api_key", "key", "code", "session"}
+
 var riskyExtensions = []string{".exe", ".msi", ".dmg", ".scr", ".bat", ".cmd", ".ps1", ".jar", ".apk", ".zip", ".rar", ".7z", ".iso"}
 
 // Classify decides what may happen to rawURL for a client with patterns.
@@ -68,6 +77,14 @@ func Classify(rawURL string, patterns []store.LinkPattern) (Verdict, string) {
 		return Blocked, "IP-literal host " + u.Hostname()
 	case slices.Contains(riskyExtensions, strings.ToLower(path.Ext(u.Path))):
 		return Blocked, "executable or archive download (" + path.Ext(u.Path) + ")"
+	}
+	if m := actionWords.FindStringSubmatch(strings.ToLower(u.EscapedPath() + "?" + u.RawQuery)); m != nil {
+		return Blocked, "an action link (" + m[2] + ")"
+	}
+	for k := range u.Query() {
+		if slices.Contains(secretParams, strings.ToLower(k)) {
+			return Blocked, "a credential in the query (" + k + ")"
+		}
 	}
 	host := strings.ToLower(u.Hostname())
 	match := func(p string) bool {
