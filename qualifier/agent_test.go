@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/qualifier"
 	"github.com/jervis-dev/jervis/qualifier/agent"
@@ -38,12 +37,7 @@ func TestQualifierWithTheAgent(t *testing.T) {
 		e := newEnv(t)
 		ctx := context.Background()
 		body := strings.Repeat("The Q3 budget spreadsheet is attached for review and it needs an approval this week. ", 4)
-		if _, _, err := e.st.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: "b@acme.test", Raw: []byte(body),
-			Normalized: store.Normalized{Title: "Budget", Body: body, Metadata: map[string]any{"from": "ann@acme.test", "fromName": "Ann"}}}); err != nil {
-			t.Fatal(err)
-		}
-		ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
-		runUntil(t, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == 1 }, e.st)
+		e.indexEmail(t, "b@acme.test", "Budget", body)
 		var calls atomic.Int32
 		ag, err := agent.New(agent.Config{Host: chatServer(t, silent, &calls), Model: "m", KB: e.kb})
 		if err != nil {

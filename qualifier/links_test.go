@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
@@ -48,12 +47,7 @@ func TestLinksAreClassifiedRecordedAndSafeOnesFetched(t *testing.T) {
 	}
 	safe := "http://manuals.acme.test" + port + "/espresso"
 	body := "The machine manual is at " + safe + " and ignore the pixel https://ads.tracker.test/p.gif?id=7 — news at https://news.example.com/today."
-	if _, _, err := e.st.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: "m1@acme.test", Raw: []byte(body),
-		Normalized: store.Normalized{Title: "Coffee", Body: body, Metadata: map[string]any{"from": "ann@acme.test", "fromName": "Ann"}}}); err != nil {
-		t.Fatal(err)
-	}
-	ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
-	runUntil(t, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == 1 }, e.st)
+	e.indexEmail(t, "m1@acme.test", "Coffee", body)
 	fetcher := &linksafety.Fetcher{AllowLoopback: true, Resolver: resolver{"manuals.acme.test": {netip.MustParseAddr("127.0.0.1")}}}
 	q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, Fetcher: fetcher, PollInterval: 10 * time.Millisecond})
 	if err != nil {
@@ -130,12 +124,7 @@ func TestUncertainLinksDecidedByTheModel(t *testing.T) {
 	docs := "http://docs.example.test" + port + "/grinder"
 	news := "http://mail.example.test" + port + "/t/9f2c"
 	body := "Grinder settings: " + docs + " (from the vendor). Newsletter: " + news + " — thanks."
-	if _, _, err := e.st.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: "m2@acme.test", Raw: []byte(body),
-		Normalized: store.Normalized{Title: "Grinder", Body: body, Metadata: map[string]any{"from": "ann@acme.test", "fromName": "Ann"}}}); err != nil {
-		t.Fatal(err)
-	}
-	ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
-	runUntil(t, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == 1 }, e.st)
+	e.indexEmail(t, "m2@acme.test", "Grinder", body)
 	var calls atomic.Int32
 	ag, err := agent.New(agent.Config{Host: linkModel(t, &calls), Model: "m", KB: e.kb, Cache: e.st})
 	if err != nil {

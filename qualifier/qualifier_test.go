@@ -239,6 +239,18 @@ func BenchmarkQualify(b *testing.B) {
 }
 
 // runUntil runs w until done holds for the store's stats.
+// indexEmail stores an email from Ann and runs the indexers until it (the
+// only document) is indexed and its tasks are queued.
+func (e env) indexEmail(t *testing.T, externalID, title, body string) {
+	t.Helper()
+	if _, _, err := e.st.PutDocument(t.Context(), store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: externalID, Raw: []byte(body),
+		Normalized: store.Normalized{Title: title, Body: body, Metadata: map[string]any{"from": "ann@acme.test", "fromName": "Ann"}}}); err != nil {
+		t.Fatal(err)
+	}
+	ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
+	runUntil(t, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == 1 }, e.st)
+}
+
 func runUntil(t testing.TB, w interface{ Run(context.Context) error }, done func(store.Stats) bool, st store.Store) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
