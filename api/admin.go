@@ -1,0 +1,148 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
+	return s.cfg.Store.Stats(r.Context())
+}
+
+func (s *Server) clients(r *http.Request, _ Principal) (any, error) {
+	cs, err := s.cfg.Store.ListClients(r.Context())
+	return items(cs), err
+}
+
+// CreateClientRequest is the body of POST /admin/v1/clients.
+type CreateClientRequest struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+}
+
+func (s *Server) createClient(r *http.Request, _ Principal) (any, error) {
+	var req CreateClientRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateClientID(req.ID); err != nil {
+		return nil, invalid("id", err.Error())
+	}
+	c := store.Client{ID: req.ID, Name: req.Name, CreatedAt: time.Now().UTC()}
+	created, err := s.cfg.Store.PutClient(r.Context(), c)
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "client " + req.ID + " exists"}
+	}
+	return status{code: http.StatusCreated, body: c}, nil
+}
+
+func (s *Server) existingClient(r *http.Request) (string, error) {
+	id := r.PathValue("client")
+	cs, err := s.cfg.Store.ListClients(r.Context())
+	if err != nil {
+		return "", err
+	}
+	if !slices.ContainsFunc(cs, func(c store.Client) bool { return c.ID == id }) {
+		return "", notFound("client " + id)
+	}
+	return id, nil
+}
+
+func (s *Server) keys(r *http.Request, _ Principal) (any, error) {
+	client, err := s.existingClient(r)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := s.cfg.Store.ListAPIKeys(r.Context(), client)
+	return items(ks), err
+}
+
+// CreatedKey is the answer to a key creation: the only time the secret is
+// shown.
+type CreatedKey struct {
+	store.APIKey
+	Secret string `json:"secret"`
+}
+
+func (s *Server) createKey(r *http.Request, _ Principal) (any, error) {
+	client, err := s.existingClient(r)
+	if err != nil {
+		return nil, err
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	secret, k, err := NewKey(store.RoleClient, client, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Store.CreateAPIKey(r.Context(), k); err != nil {
+		return nil, err
+	}
+	return status{code: http.StatusCreated, body: CreatedKey{APIKey: k, Secret: secret}}, nil
+}
+
+func (s *Server) revokeKey(r *http.Request, _ Principal) (any, error) {
+	if err := s.cfg.Store.RevokeAPIKey(r.Context(), r.PathValue("id")); err != nil {
+		return nil, err
+	}
+	return status{code: http.StatusNoContent}, nil
+}
+
+func (s *Server) linkPatterns(r *http.Request, _ Principal) (any, error) {
+	client, err := s.existingClient(r)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := s.cfg.Store.ListLinkPatterns(r.Context(), client)
+	return items(ps), err
+}
+
+// LinkPatternRequest adds or removes one link-safety pattern.
+type LinkPatternRequest struct {
+	Kind    string `json:"kind"`    // allow or block
+	Pattern string `json:"pattern"` // a domain (and its subdomains) or a URL prefix
+}
+
+func (s *Server) linkPattern(r *http.Request) (store.LinkPattern, error) {
+	client, err := s.existingClient(r)
+	if err != nil {
+		return store.LinkPattern{}, err
+	}
+	var req LinkPatternRequest
+	if err := decode(r, &req); err != nil {
+		return store.LinkPattern{}, err
+	}
+	return store.LinkPattern{Client: client, Kind: req.Kind, Pattern: req.Pattern}, nil
+}
+
+func (s *Server) addLinkPattern(r *http.Request, _ Principal) (any, error) {
+	p, err := s.linkPattern(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Store.AddLinkPattern(r.Context(), p); err != nil {
+		return nil, err
+	}
+	return status{code: http.StatusCreated, body: p}, nil
+}
+
+func (s *Server) removeLinkPattern(r *http.Request, _ Principal) (any, error) {
+	p, err := s.linkPattern(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Store.RemoveLinkPattern(r.Context(), p.Client, p.Kind, p.Pattern); err != nil {
+		return nil, err
+	}
+	return status{code: http.StatusNoContent}, nil
+}

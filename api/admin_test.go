@@ -1,0 +1,92 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/jervis-dev/jervis/api"
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+func TestAdminManagesClientsKeysAndLinkPatterns(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	if code, body := call(t, "POST", f.url+"/admin/v1/clients", f.admin, `{"id":"initech","name":"Initech"}`); code != http.StatusCreated || body["id"] != "initech" {
+		t.Fatalf("create client: %d %v", code, body)
+	}
+	if code, body := call(t, "POST", f.url+"/admin/v1/clients", f.admin, `{"id":"initech"}`); code != http.StatusConflict {
+		t.Fatalf("create again: %d %v", code, body)
+	}
+	if _, body := call(t, "GET", f.url+"/admin/v1/clients", f.admin, ""); len(body["items"].([]any)) != 3 {
+		t.Fatalf("clients: %v", body)
+	}
+	code, created := call(t, "POST", f.url+"/admin/v1/clients/initech/keys", f.admin, `{"name":"desktop app"}`)
+	secret, _ := created["secret"].(string)
+	if code != http.StatusCreated || len(secret) < 40 || created["client"] != "initech" {
+		t.Fatalf("create key: %d %v", code, created)
+	}
+	if code, body := call(t, "GET", f.url+"/api/v1/documents", secret, ""); code != http.StatusOK || len(body["items"].([]any)) != 0 {
+		t.Fatalf("new client's key: %d %v", code, body)
+	}
+	_, keys := call(t, "GET", f.url+"/admin/v1/clients/initech/keys", f.admin, "")
+	if items := keys["items"].([]any); len(items) != 1 || items[0].(map[string]any)["secret"] != nil || items[0].(map[string]any)["hash"] != nil {
+		t.Fatalf("keys list must show neither secret nor hash: %v", keys)
+	}
+	if code, _ := call(t, "POST", f.url+"/admin/v1/keys/"+created["id"].(string)+"/revoke", f.admin, ""); code != http.StatusNoContent {
+		t.Fatalf("revoke: %d", code)
+	}
+	if code, _ := call(t, "GET", f.url+"/api/v1/documents", secret, ""); code != http.StatusUnauthorized {
+		t.Fatalf("revoked key still works: %d", code)
+	}
+	if code, _ := call(t, "GET", f.url+"/admin/v1/clients/nobody/keys", f.admin, ""); code != http.StatusNotFound {
+		t.Fatalf("keys of an unknown client: %d", code)
+	}
+
+	if code, body := call(t, "POST", f.url+"/admin/v1/clients/acme/link-patterns", f.admin, `{"kind":"allow","pattern":"Wiki.Acme.test"}`); code != http.StatusCreated {
+		t.Fatalf("add pattern: %d %v", code, body)
+	}
+	if _, body := call(t, "GET", f.url+"/admin/v1/clients/acme/link-patterns", f.admin, ""); len(body["items"].([]any)) != 1 {
+		t.Fatalf("patterns: %v", body)
+	}
+	if _, body := call(t, "GET", f.url+"/admin/v1/clients/globex/link-patterns", f.admin, ""); len(body["items"].([]any)) != 0 {
+		t.Fatalf("globex sees acme's patterns: %v", body)
+	}
+	if code, _ := call(t, "DELETE", f.url+"/admin/v1/clients/acme/link-patterns", f.admin, `{"kind":"allow","pattern":"wiki.acme.test"}`); code != http.StatusNoContent {
+		t.Fatalf("remove pattern: %d", code)
+	}
+	if _, body := call(t, "GET", f.url+"/admin/v1/clients/acme/link-patterns", f.admin, ""); len(body["items"].([]any)) != 0 {
+		t.Fatalf("after remove: %v", body)
+	}
+
+	if code, body := call(t, "GET", f.url+"/admin/v1/stats", f.admin, ""); code != http.StatusOK || body["tasks"].(map[string]any)["NEW"] != 2.0 {
+		t.Fatalf("stats: %d %v", code, body)
+	}
+}
+
+func TestAdminKeyBootstrap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	// An admin key exists (the fixture made one): nothing new is generated.
+	if again, err := api.EnsureAdminKey(ctx, f.st, ""); err != nil || again != "" {
+		t.Fatalf("second start generated %q %v", again, err)
+	}
+	// JERVIS_ADMIN_KEY becomes a working admin key, once.
+	env := "jvk_operator-chosen-admin-secret"
+	for range 2 {
+		if _, err := api.EnsureAdminKey(ctx, f.st, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _ := call(t, "GET", f.url+"/admin/v1/stats", env, ""); code != http.StatusOK {
+		t.Fatalf("JERVIS_ADMIN_KEY: %d", code)
+	}
+	if _, err := api.EnsureAdminKey(ctx, f.st, "short"); err == nil {
+		t.Fatal("a short JERVIS_ADMIN_KEY must be refused")
+	}
+	admins, _ := f.st.ListAPIKeys(ctx, "")
+	if len(admins) != 2 || admins[0].Role != store.RoleAdmin {
+		t.Fatalf("admin keys: %+v", admins)
+	}
+}

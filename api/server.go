@@ -1,0 +1,155 @@
+package api
+
+import (
+	"cmp"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// Config wires the REST API.
+type Config struct {
+	Store  store.Store
+	KB     *kb.KB
+	Graph  graph.Store
+	Chunks rag.Store
+	// MaxBodyBytes caps request bodies (default 1 MiB).
+	MaxBodyBytes int64
+	// RateLimit is requests per second per key on average (default 50;
+	// negative: no limit), RateBurst at once (default 100).
+	RateLimit float64
+	RateBurst int
+	// CORSOrigins may call the API from a browser ("*" for any).
+	CORSOrigins []string
+	Logger      *slog.Logger
+}
+
+// Server is the REST API: /api/v1 for one client's key, /admin/v1 for admin
+// keys.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	limiter *limiter
+}
+
+// New returns the API.
+func New(cfg Config) *Server {
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 1<<20)
+	cfg.RateLimit = cmp.Or(cfg.RateLimit, 50)
+	cfg.RateBurst = cmp.Or(cfg.RateBurst, 100)
+	return &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), limiter: newLimiter(cfg.RateLimit, cfg.RateBurst)}
+}
+
+// handlerFunc is a route: it returns what to write, or an error.
+type handlerFunc func(r *http.Request, p Principal) (any, error)
+
+// Register adds every API route to mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	client := func(pattern string, h handlerFunc) {
+		mux.Handle(pattern, s.cors(s.authenticate(store.RoleClient, s.serve(h))))
+	}
+	admin := func(pattern string, h handlerFunc) {
+		mux.Handle(pattern, s.cors(s.authenticate(store.RoleAdmin, s.serve(h))))
+	}
+
+	client("POST /api/v1/search", s.search)
+	client("GET /api/v1/search", s.search)
+	client("GET /api/v1/nodes/{key}", s.node)
+	client("GET /api/v1/nodes/{key}/neighbors", s.neighbors)
+	client("GET /api/v1/paths", s.path)
+	client("GET /api/v1/edges/{key}", s.edge)
+	client("GET /api/v1/chunks/{id}", s.chunk)
+	client("GET /api/v1/documents", s.documents)
+	client("GET /api/v1/documents/{id}", s.document)
+	client("GET /api/v1/tasks/{id}", s.task)
+
+	admin("GET /admin/v1/stats", s.stats)
+	admin("GET /admin/v1/clients", s.clients)
+	admin("POST /admin/v1/clients", s.createClient)
+	admin("GET /admin/v1/clients/{client}/keys", s.keys)
+	admin("POST /admin/v1/clients/{client}/keys", s.createKey)
+	admin("POST /admin/v1/keys/{id}/revoke", s.revokeKey)
+	admin("GET /admin/v1/clients/{client}/link-patterns", s.linkPatterns)
+	admin("POST /admin/v1/clients/{client}/link-patterns", s.addLinkPattern)
+	admin("DELETE /admin/v1/clients/{client}/link-patterns", s.removeLinkPattern)
+
+	if len(s.cfg.CORSOrigins) > 0 {
+		mux.Handle("OPTIONS /api/v1/", s.cors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })))
+		mux.Handle("OPTIONS /admin/v1/", s.cors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })))
+	}
+	// Anything else under the API prefixes is a JSON 404, not the mux's text.
+	for _, prefix := range []string{"/api/", "/admin/"} {
+		mux.HandleFunc(prefix, func(w http.ResponseWriter, r *http.Request) { writeError(w, notFound("route "+r.URL.Path)) })
+	}
+}
+
+// status is a result with its own status code.
+type status struct {
+	code int
+	body any
+}
+
+func (s *Server) serve(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		out, err := h(r, principalOf(r.Context()))
+		if err != nil {
+			writeError(w, toError(err, s.log, r))
+			return
+		}
+		if st, ok := out.(status); ok {
+			if st.body == nil {
+				w.WriteHeader(st.code)
+				return
+			}
+			writeJSON(w, st.code, st.body)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+}
+
+func (s *Server) cors(next http.Handler) http.Handler {
+	if len(s.cfg.CORSOrigins) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && (slices.Contains(s.cfg.CORSOrigins, "*") || slices.Contains(s.cfg.CORSOrigins, o)) {
+			w.Header().Set("Access-Control-Allow-Origin", o)
+			w.Header().Set("Vary", "Origin")
+			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+			w.Header().Set("Access-Control-Max-Age", "600")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// list is the envelope of list responses.
+type list[T any] struct {
+	Items []T `json:"items"`
+}
+
+// items wraps xs, an empty list being [] and never null.
+func items[T any](xs []T) list[T] {
+	if xs == nil {
+		xs = []T{}
+	}
+	return list[T]{Items: xs}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

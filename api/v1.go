@@ -1,0 +1,226 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// SearchRequest is the body of POST /api/v1/search (GET takes the same as
+// query parameters).
+type SearchRequest struct {
+	Query   string         `json:"query"`
+	Alpha   *float64       `json:"alpha,omitempty"`
+	Fusion  string         `json:"fusion,omitempty"`
+	Limit   int            `json:"limit,omitempty"`
+	Expand  *int           `json:"expand,omitempty"`
+	Filters *SearchFilters `json:"filters,omitempty"`
+}
+
+// SearchFilters narrow the passages a search may return.
+type SearchFilters struct {
+	SourceTypes []string `json:"sourceTypes,omitempty"`
+	Kinds       []string `json:"kinds,omitempty"`
+}
+
+func (s *Server) search(r *http.Request, p Principal) (any, error) {
+	var req SearchRequest
+	if r.Method == http.MethodPost {
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+	} else {
+		q := r.URL.Query()
+		req.Query, req.Fusion = q.Get("query"), q.Get("fusion")
+		if req.Query == "" {
+			req.Query = q.Get("q")
+		}
+		var err error
+		if req.Limit, err = intParam(q, "limit", 0); err != nil {
+			return nil, err
+		}
+		if v := q.Get("alpha"); v != "" {
+			a, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return nil, invalid("alpha", "must be a number 0..1")
+			}
+			req.Alpha = &a
+		}
+		if q.Has("expand") {
+			e, err := intParam(q, "expand", 0)
+			if err != nil {
+				return nil, err
+			}
+			req.Expand = &e
+		}
+		if st := splitList(q.Get("sourceTypes")); len(st) > 0 {
+			req.Filters = &SearchFilters{SourceTypes: st}
+		}
+	}
+	switch {
+	case req.Query == "":
+		return nil, invalid("query", "required")
+	case len(req.Query) > 4096:
+		return nil, invalid("query", "longer than 4096 bytes")
+	case req.Alpha != nil && (*req.Alpha < 0 || *req.Alpha > 1):
+		return nil, invalid("alpha", "must be 0..1")
+	case req.Fusion != "" && req.Fusion != string(rag.Ranked) && req.Fusion != string(rag.RelativeScore):
+		return nil, invalid("fusion", "must be ranked or relativeScore")
+	case req.Limit < 0 || req.Limit > 100:
+		return nil, invalid("limit", "must be 1..100")
+	case req.Expand != nil && (*req.Expand < 0 || *req.Expand > kb.MaxExpand):
+		return nil, invalid("expand", "must be 0.."+strconv.Itoa(kb.MaxExpand))
+	}
+	sr := kb.SearchRequest{Client: p.Client, Query: req.Query, Alpha: req.Alpha, Fusion: rag.Fusion(req.Fusion), Limit: req.Limit, Expand: req.Expand}
+	if f := req.Filters; f != nil {
+		sr.Filter = rag.Filter{SourceTypes: f.SourceTypes, Kinds: f.Kinds}
+	}
+	return s.cfg.KB.Search(r.Context(), sr)
+}
+
+func (s *Server) node(r *http.Request, p Principal) (any, error) {
+	return s.cfg.Graph.For(p.Client).Node(r.Context(), r.PathValue("key"))
+}
+
+func (s *Server) neighbors(r *http.Request, p Principal) (any, error) {
+	q := r.URL.Query()
+	depth, err := intParam(q, "depth", 1)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := intParam(q, "limit", 0)
+	if err != nil {
+		return nil, err
+	}
+	g := s.cfg.Graph.For(p.Client)
+	if _, err := g.Node(r.Context(), r.PathValue("key")); err != nil {
+		return nil, err
+	}
+	nq := graph.NeighborQuery{Start: []string{r.PathValue("key")}, Depth: depth, Direction: graph.Direction(q.Get("direction")),
+		EdgeTypes: splitList(q.Get("edgeTypes")), Limit: limit}
+	if err := nq.Validate(); err != nil {
+		return nil, err
+	}
+	return g.Neighbors(r.Context(), nq)
+}
+
+func (s *Server) path(r *http.Request, p Principal) (any, error) {
+	q := r.URL.Query()
+	maxDepth, err := intParam(q, "maxDepth", 4)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case q.Get("from") == "":
+		return nil, invalid("from", "required")
+	case q.Get("to") == "":
+		return nil, invalid("to", "required")
+	case maxDepth < 1 || maxDepth > graph.MaxDepth:
+		return nil, invalid("maxDepth", "must be 1.."+strconv.Itoa(graph.MaxDepth))
+	}
+	return s.cfg.Graph.For(p.Client).ShortestPath(r.Context(), q.Get("from"), q.Get("to"), maxDepth)
+}
+
+// EdgeWithEvidence is an edge with the text of the chunks that support it.
+type EdgeWithEvidence struct {
+	graph.Edge
+	Key      string      `json:"key"`
+	Evidence []rag.Chunk `json:"evidence"`
+}
+
+func (s *Server) edge(r *http.Request, p Principal) (any, error) {
+	e, err := s.cfg.Graph.For(p.Client).Edge(r.Context(), r.PathValue("key"))
+	if err != nil {
+		return nil, err
+	}
+	chunks, err := s.cfg.Chunks.For(p.Client).Get(r.Context(), e.EvidenceChunkIDs...)
+	if err != nil {
+		return nil, err
+	}
+	return EdgeWithEvidence{Edge: e, Key: e.Key(), Evidence: chunks}, nil
+}
+
+func (s *Server) chunk(r *http.Request, p Principal) (any, error) {
+	chunks, err := s.cfg.Chunks.For(p.Client).Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	if len(chunks) == 0 {
+		return nil, notFound("chunk")
+	}
+	return chunks[0], nil
+}
+
+func (s *Server) documents(r *http.Request, p Principal) (any, error) {
+	q := r.URL.Query()
+	limit, err := intParam(q, "limit", 100)
+	if err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, invalid("limit", "must be 1..1000")
+	}
+	state := store.DocumentState(q.Get("state"))
+	if state != "" && !slices.Contains(store.DocumentStates, state) {
+		return nil, invalid("state", "not a document state")
+	}
+	docs, err := s.cfg.Store.ListDocuments(r.Context(), store.DocumentQuery{Client: p.Client, State: state,
+		SourceType: store.SourceType(q.Get("sourceType")), Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return items(docs), nil
+}
+
+func (s *Server) document(r *http.Request, p Principal) (any, error) {
+	d, err := s.cfg.Store.GetDocument(r.Context(), p.Client, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	d.Raw = nil // the normalized form is what a UI shows; raw bytes can be large
+	return d, nil
+}
+
+// TaskView is a task with its memory and its events.
+type TaskView struct {
+	store.Task
+	Memory *store.TaskMemory `json:"memory,omitempty"`
+	Events []store.Event     `json:"events"`
+}
+
+func (s *Server) task(r *http.Request, p Principal) (any, error) {
+	t, err := s.cfg.Store.GetTask(r.Context(), p.Client, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	v := TaskView{Task: t}
+	switch mem, err := s.cfg.Store.GetTaskMemory(r.Context(), p.Client, t.ID); {
+	case err == nil:
+		v.Memory = &mem
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	if v.Events, err = s.cfg.Store.ListEvents(r.Context(), store.EventQuery{Client: p.Client, AggregateID: t.ID}); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func intParam(q url.Values, name string, def int) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, invalid(name, "must be an integer")
+	}
+	return n, nil
+}

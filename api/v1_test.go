@@ -1,0 +1,153 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jervis-dev/jervis/api"
+)
+
+func TestClientRoutesAnswerWithTheKeysClientData(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, r := range clientRoutes(f.acme) {
+		code, body := call(t, r.method, f.url+r.path, f.acme.key, r.body)
+		if code != http.StatusOK {
+			t.Fatalf("%s %s: %d %v", r.method, r.path, code, body)
+		}
+		if s := fmt.Sprint(body); strings.Contains(s, "Globex") || strings.Contains(s, "globex") {
+			t.Fatalf("%s %s: acme's answer carries globex's data: %s", r.method, r.path, s)
+		}
+	}
+	_, pack := call(t, "POST", f.url+"/api/v1/search", f.acme.key, `{"query":"espresso descaling","limit":5,"expand":1,"fusion":"relativeScore","alpha":0.5}`)
+	items, _ := pack["items"].([]any)
+	if len(items) == 0 || !strings.Contains(fmt.Sprint(items[0]), "descaling") {
+		t.Fatalf("search: %v", pack)
+	}
+	_, edge := call(t, "GET", f.url+"/api/v1/edges/"+url.PathEscape(f.acme.edge), f.acme.key, "")
+	if ev, _ := edge["evidence"].([]any); len(ev) == 0 || edge["key"] != f.acme.edge {
+		t.Fatalf("edge without its evidence text: %v", edge)
+	}
+	_, task := call(t, "GET", f.url+"/api/v1/tasks/"+f.acme.task, f.acme.key, "")
+	if mem, _ := task["memory"].(map[string]any); mem["routingReason"] != "informational" || len(task["events"].([]any)) == 0 {
+		t.Fatalf("task without memory or events: %v", task)
+	}
+	_, docs := call(t, "GET", f.url+"/api/v1/documents?state=NEW&sourceType=EMAIL", f.acme.key, "")
+	if items, _ := docs["items"].([]any); len(items) != 1 {
+		t.Fatalf("documents: %v", docs)
+	}
+}
+
+// TestTenantIsolation uses client A's key on client B's IDs: every answer is
+// 404, never B's data and never 403 (which would confirm the ID exists).
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, r := range clientRoutes(f.globex) {
+		if strings.HasPrefix(r.path, "/api/v1/search") || r.path == "/api/v1/documents" {
+			continue // no ID to cross: checked below
+		}
+		code, body := call(t, r.method, f.url+r.path, f.acme.key, r.body)
+		if c, _ := errorOf(body); code != http.StatusNotFound || c != api.CodeNotFound {
+			t.Errorf("acme's key on globex's %s %s: %d %v, want 404", r.method, r.path, code, body)
+		}
+	}
+	for _, q := range []string{"Globex lobby replacement grinder", "broken", "espresso machine"} {
+		_, pack := call(t, "POST", f.url+"/api/v1/search", f.acme.key, fmt.Sprintf(`{"query":%q,"expand":3}`, q))
+		delete(pack, "query") // the query itself is echoed
+		if s := fmt.Sprint(pack); strings.Contains(s, "Globex") || strings.Contains(s, "globex") {
+			t.Fatalf("acme's search for %q returned globex's data: %s", q, s)
+		}
+	}
+	_, docs := call(t, "GET", f.url+"/api/v1/documents", f.acme.key, "")
+	if s := fmt.Sprint(docs); strings.Contains(s, "globex") {
+		t.Fatalf("acme's documents list globex's: %s", s)
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	admin := []struct{ method, path, body string }{{"GET", "/admin/v1/stats", ""}, {"GET", "/admin/v1/clients", ""}, {"POST", "/admin/v1/clients", `{"id":"initech"}`}}
+	for _, r := range append(clientRoutes(f.acme), admin...) {
+		for _, key := range []string{"", "jvk_not-a-key", "Basic dXNlcjpwdw=="} {
+			code, body := call(t, r.method, f.url+r.path, key, r.body)
+			if c, _ := errorOf(body); code != http.StatusUnauthorized || c != api.CodeUnauthenticated {
+				t.Errorf("%s %s with key %q: %d %v, want 401", r.method, r.path, key, code, body)
+			}
+		}
+	}
+	for _, r := range clientRoutes(f.acme) {
+		if code, body := call(t, r.method, f.url+r.path, f.admin, r.body); code != http.StatusForbidden {
+			t.Errorf("admin key on %s: %d %v, want 403", r.path, code, body)
+		}
+	}
+	for _, r := range admin {
+		if code, body := call(t, r.method, f.url+r.path, f.acme.key, r.body); code != http.StatusForbidden {
+			t.Errorf("client key on %s: %d %v, want 403", r.path, code, body)
+		}
+	}
+}
+
+func TestValidationErrorsNameTheField(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, tc := range []struct{ method, path, body, field string }{
+		{"POST", "/api/v1/search", `{"query":""}`, "query"},
+		{"POST", "/api/v1/search", `{"query":"x","alpha":2}`, "alpha"},
+		{"POST", "/api/v1/search", `{"query":"x","fusion":"sum"}`, "fusion"},
+		{"POST", "/api/v1/search", `{"query":"x","limit":"ten"}`, "limit"},
+		{"POST", "/api/v1/search", `{"query":"x","colour":"red"}`, "colour"},
+		{"POST", "/api/v1/search", `{"query":`, "body"},
+		{"POST", "/api/v1/search", `{"query":"x"} {"query":"y"}`, "body"},
+		{"GET", "/api/v1/search?query=x&expand=9", "", "expand"},
+		{"GET", "/api/v1/search?query=x&alpha=high", "", "alpha"},
+		{"GET", "/api/v1/nodes/" + url.PathEscape(f.acme.node) + "/neighbors?depth=many", "", "depth"},
+		{"GET", "/api/v1/paths?to=person:ann", "", "from"},
+		{"GET", "/api/v1/paths?from=person:ann&to=person:bob&maxDepth=50", "", "maxDepth"},
+		{"GET", "/api/v1/documents?state=LOST", "", "state"},
+		{"GET", "/api/v1/documents?limit=0", "", "limit"},
+		{"POST", "/admin/v1/clients", `{"id":"Not A Client!"}`, "id"},
+		{"POST", "/admin/v1/clients/acme/link-patterns", `{"kind":"maybe","pattern":"x.test"}`, "kind"},
+	} {
+		key := f.acme.key
+		if strings.HasPrefix(tc.path, "/admin/") {
+			key = f.admin
+		}
+		code, body := call(t, tc.method, f.url+tc.path, key, tc.body)
+		if c, field := errorOf(body); code != http.StatusBadRequest || c != api.CodeInvalid || field != tc.field {
+			t.Errorf("%s %s %s: %d %v, want 400 naming %s", tc.method, tc.path, tc.body, code, body, tc.field)
+		}
+	}
+	// Not found on an existing client's unknown IDs, and unknown routes, in the one error shape.
+	for _, p := range []string{"/api/v1/nodes/person:nobody", "/api/v1/chunks/nope", "/api/v1/documents/nope", "/api/v1/tasks/nope", "/api/v1/nothing-here"} {
+		if code, body := call(t, "GET", f.url+p, f.acme.key, ""); code != http.StatusNotFound || body["error"] == nil {
+			t.Errorf("%s: %d %v, want a JSON 404", p, code, body)
+		}
+	}
+}
+
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *api.Config) { c.MaxBodyBytes = 1 << 10; c.RateLimit, c.RateBurst = 1, 5 })
+	big := `{"query":"` + strings.Repeat("x", 4<<10) + `"}`
+	if code, body := call(t, "POST", f.url+"/api/v1/search", f.acme.key, big); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("large body: %d %v", code, body)
+	}
+	limited := 0
+	for range 10 {
+		if code, _ := call(t, "GET", f.url+"/api/v1/documents", f.acme.key, ""); code == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited < 4 {
+		t.Fatalf("%d of 10 quick requests limited, want at least 4 with a burst of 5 (the first spent one)", limited)
+	}
+	// The limit is per key: globex is not slowed down by acme.
+	if code, _ := call(t, "GET", f.url+"/api/v1/documents", f.globex.key, ""); code != http.StatusOK {
+		t.Fatalf("globex limited by acme's requests: %d", code)
+	}
+}
