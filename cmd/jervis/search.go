@@ -14,6 +14,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
+	"github.com/jervis-dev/jervis/kb/graph"
 	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	"github.com/jervis-dev/jervis/kb/rag"
 	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
@@ -22,7 +23,9 @@ import (
 // knowledge is an open knowledge base with what must be closed after it.
 type knowledge struct {
 	*kb.KB
-	close func() error
+	graph  graph.Store
+	chunks rag.Store
+	close  func() error
 }
 
 // openKB opens the embedded knowledge base in the data directory — graph.db,
@@ -45,8 +48,10 @@ func (a *app) openKB(ctx context.Context, st store.Aliases) (knowledge, error) {
 		return knowledge{}, err
 	}
 	return knowledge{
-		KB:    kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st}),
-		close: func() error { return errors.Join(c.Close(), g.Close()) },
+		KB:     kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st}),
+		graph:  g,
+		chunks: c,
+		close:  func() error { return errors.Join(c.Close(), g.Close()) },
 	}, nil
 }
 

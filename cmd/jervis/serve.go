@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,12 +84,14 @@ func (a *app) serve(parent context.Context) error {
 		wake = ix.Wake
 		components = append(components, ix)
 	}
-	if a.cfg.HasRole("qualifier") {
-		k, err := a.openKB(ctx, st)
-		if err != nil {
+	var k knowledge
+	if a.cfg.HasRole("qualifier") || a.cfg.HasRole("api") {
+		if k, err = a.openKB(ctx, st); err != nil {
 			return err
 		}
 		defer k.close()
+	}
+	if a.cfg.HasRole("qualifier") {
 		qc := qualifier.Config{Store: st, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
 			UncertainLinks: a.cfg.Qualifier.UncertainLinks, PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log}
 		if m := a.cfg.Qualifier.Model; m != "" {
@@ -116,6 +119,17 @@ func (a *app) serve(parent context.Context) error {
 	}
 	mux := http.NewServeMux()
 	api.Routes(mux, 2*time.Second, api.Check{Name: "store", Ping: st.Ping})
+	if a.cfg.HasRole("api") {
+		if err := a.apiKeys(ctx, st, ln.Addr().String()); err != nil {
+			return err
+		}
+		rate := a.cfg.API.RateLimit
+		if rate == 0 {
+			rate = -1 // no limit
+		}
+		api.New(api.Config{Store: st, KB: k.KB, Graph: k.graph, Chunks: k.chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
+			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, Logger: log}).Register(mux)
+	}
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -154,6 +168,42 @@ func (a *app) serve(parent context.Context) error {
 		return err
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// apiKeys makes sure an admin key exists (JERVIS_ADMIN_KEY, or one
+// generated now and printed once) and, with --demo, gives client demo a new
+// key printed as a ready-to-paste curl. Secrets go to stdout only, never to
+// the log.
+func (a *app) apiKeys(ctx context.Context, st store.Store, addr string) error {
+	var envKey string
+	for _, kv := range a.environ {
+		if v, ok := strings.CutPrefix(kv, "JERVIS_ADMIN_KEY="); ok {
+			envKey = v
+		}
+	}
+	secret, err := api.EnsureAdminKey(ctx, st, envKey)
+	if err != nil {
+		return err
+	}
+	if secret != "" {
+		fmt.Fprintf(a.stdout, "Admin API key (shown once, stored hashed; set JERVIS_ADMIN_KEY to choose your own):\n  %s\n", secret)
+	}
+	if !a.demo {
+		return nil
+	}
+	if _, err := st.PutClient(ctx, store.Client{ID: DemoClient, Name: "Kestrel Cycles (demo)", CreatedAt: time.Now().UTC()}); err != nil {
+		return err
+	}
+	secret, key, err := api.NewKey(store.RoleClient, DemoClient, "serve --demo")
+	if err != nil {
+		return err
+	}
+	if err := st.CreateAPIKey(ctx, key); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "Demo API key for client %s (new at each --demo start):\n  curl -s -H 'Authorization: Bearer %s' 'http://%s/api/v1/search?query=battery+range'\n",
+		DemoClient, secret, addr)
 	return nil
 }
 

@@ -50,6 +50,7 @@ type Config struct {
 	Store           Store         `yaml:"store"`
 	Indexers        Indexers      `yaml:"indexers"`
 	Qualifier       Qualifier     `yaml:"qualifier"`
+	API             API           `yaml:"api"`
 	// Connections are the sources the pollers watch (file only: no
 	// environment overrides).
 	Connections []Connection `yaml:"connections"`
@@ -155,6 +156,24 @@ type Qualifier struct {
 	UncertainLinks string `yaml:"uncertain_links"`
 }
 
+// API tunes the REST API (role api). Its admin key is never a setting:
+// JERVIS_ADMIN_KEY sets it, or one is generated at first start.
+type API struct {
+	// CORSOrigins may call the API from a browser ("*": any).
+	CORSOrigins []string `yaml:"cors_origins"`
+	// RateLimit is requests per second per API key on average; RateBurst
+	// at once.
+	RateLimit float64 `yaml:"rate_limit"`
+	RateBurst int     `yaml:"rate_burst"`
+	// MaxBodyBytes caps request bodies.
+	MaxBodyBytes int `yaml:"max_body_bytes"`
+}
+
+// SecretEnvVars are JERVIS_* variables that carry secrets rather than
+// settings: read where they are used, never stored in Config (so never
+// printed with it).
+var SecretEnvVars = []string{"JERVIS_ADMIN_KEY"}
+
 // Indexers tunes the continuous indexers.
 type Indexers struct {
 	// Concurrency is how many documents are indexed at once.
@@ -197,6 +216,7 @@ func Default() Config {
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
 		Qualifier:       Qualifier{Concurrency: 4, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
+		API:             API{RateLimit: 50, RateBurst: 100, MaxBodyBytes: 1 << 20},
 	}
 }
 
@@ -358,7 +378,7 @@ func applyEnv(c *Config, environ []string) error {
 	known := EnvVars()
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "JERVIS_") {
+		if !strings.HasPrefix(name, "JERVIS_") || slices.Contains(SecretEnvVars, name) {
 			continue
 		}
 		path, ok := known[name]
@@ -492,6 +512,15 @@ func (c Config) Validate() error {
 		}
 	default:
 		bad("qualifier.uncertain_links", "%q is not auto, record, fetch or model", u)
+	}
+	if c.API.RateLimit < 0 {
+		bad("api.rate_limit", "%v is negative (0: no limit)", c.API.RateLimit)
+	}
+	if c.API.RateBurst < 1 {
+		bad("api.rate_burst", "%d is not at least 1", c.API.RateBurst)
+	}
+	if c.API.MaxBodyBytes < 1<<10 || c.API.MaxBodyBytes > 1<<30 {
+		bad("api.max_body_bytes", "%d is not 1024..1073741824", c.API.MaxBodyBytes)
 	}
 	if c.Indexers.Concurrency < 1 || c.Indexers.Concurrency > 256 {
 		bad("indexers.concurrency", "%d is not 1..256", c.Indexers.Concurrency)

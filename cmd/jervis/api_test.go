@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer a child process writes while the test
+// reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var bearer = regexp.MustCompile(`jvk_[A-Za-z0-9_-]{43}`)
+
+func TestServeDemoAnswersSearchOverTheAPI(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	cmd := jervis(t, "serve", "--demo", "--data", data, "--listen", "127.0.0.1:0", "--roles", "indexers,qualifier,api", "--log-format", "json")
+	var stdout lockedBuffer
+	cmd.Stdout = &stdout
+	lines := jsonLogs(t, cmd)
+	defer cmd.Process.Kill()
+	addr := waitLog(t, lines, "jervis serving")["addr"].(string)
+	var logged lockedBuffer
+	go func() {
+		for m := range lines {
+			fmt.Fprintln(&logged, m)
+		}
+	}()
+	keys := bearer.FindAllString(stdout.String(), -1)
+	if len(keys) != 2 || !strings.Contains(stdout.String(), "curl -s -H 'Authorization: Bearer "+keys[1]+"' 'http://"+addr+"/api/v1/search?query=battery+range'") {
+		t.Fatalf("want an admin key and a demo curl on stdout, got:\n%s", stdout.String())
+	}
+	admin, demo := keys[0], keys[1]
+	get := func(key, path string) (int, map[string]any) {
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	var pack map[string]any
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		code, out := get(demo, "/api/v1/search?query=battery+range")
+		if code != http.StatusOK {
+			t.Fatalf("search: %d %v", code, out)
+		}
+		if pack = out; strings.Contains(strings.ToLower(fmt.Sprint(out["items"])), "battery range") {
+			break
+		}
+	}
+	if !strings.Contains(strings.ToLower(fmt.Sprint(pack["items"])), "battery range") {
+		t.Fatalf("the demo search found nothing about the battery range: %v", pack)
+	}
+	if code, out := get(admin, "/admin/v1/clients"); code != http.StatusOK || !strings.Contains(fmt.Sprint(out), "demo") {
+		t.Fatalf("admin clients: %d %v", code, out)
+	}
+	if code, _ := get(admin, "/api/v1/search?query=battery"); code != http.StatusForbidden {
+		t.Fatalf("admin key on a client route: %d", code)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if strings.Contains(logged.String(), "jvk_") {
+		t.Fatalf("a key secret reached the log:\n%s", logged.String())
+	}
+}
