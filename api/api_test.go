@@ -159,6 +159,7 @@ func clientRoutes(tn tenant) []struct{ method, path, body string } {
 		{"GET", "/api/v1/chunks/" + esc(tn.chunk), ""},
 		{"GET", "/api/v1/documents", ""},
 		{"GET", "/api/v1/documents/" + esc(tn.doc), ""},
+		{"GET", "/api/v1/tasks?kind=DATA_PROCESSING", ""},
 		{"GET", "/api/v1/tasks/" + esc(tn.task), ""},
 	}
 }

@@ -67,6 +67,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	client("GET /api/v1/chunks/{id}", s.chunk)
 	client("GET /api/v1/documents", s.documents)
 	client("GET /api/v1/documents/{id}", s.document)
+	client("GET /api/v1/tasks", s.tasks)
 	client("GET /api/v1/tasks/{id}", s.task)
 
 	admin("GET /admin/v1/stats", s.stats)
@@ -131,9 +132,11 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	})
 }
 
-// list is the envelope of list responses.
+// list is the envelope of list responses; NextCursor, when set, is the
+// cursor parameter that fetches the next page.
 type list[T any] struct {
-	Items []T `json:"items"`
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 // items wraps xs, an empty list being [] and never null.

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -160,23 +162,71 @@ func (s *Server) chunk(r *http.Request, p Principal) (any, error) {
 
 func (s *Server) documents(r *http.Request, p Principal) (any, error) {
 	q := r.URL.Query()
-	limit, err := intParam(q, "limit", 100)
+	limit, after, err := pageParams(q)
 	if err != nil {
 		return nil, err
-	}
-	if limit < 1 || limit > 1000 {
-		return nil, invalid("limit", "must be 1..1000")
 	}
 	state := store.DocumentState(q.Get("state"))
 	if state != "" && !slices.Contains(store.DocumentStates, state) {
 		return nil, invalid("state", "not a document state")
 	}
 	docs, err := s.cfg.Store.ListDocuments(r.Context(), store.DocumentQuery{Client: p.Client, State: state,
-		SourceType: store.SourceType(q.Get("sourceType")), Limit: limit})
+		SourceType: store.SourceType(q.Get("sourceType")), Limit: limit, After: after})
 	if err != nil {
 		return nil, err
 	}
-	return items(docs), nil
+	return page(docs, limit, func(d store.Document) store.Position { return store.Position{UpdatedAt: d.UpdatedAt, ID: d.ID} }), nil
+}
+
+func (s *Server) tasks(r *http.Request, p Principal) (any, error) {
+	q := r.URL.Query()
+	limit, after, err := pageParams(q)
+	if err != nil {
+		return nil, err
+	}
+	state, kind := store.TaskState(q.Get("state")), store.TaskKind(q.Get("kind"))
+	if state != "" && !slices.Contains(store.TaskStates, state) {
+		return nil, invalid("state", "not a task state")
+	}
+	if kind != "" && kind != store.KindData && kind != store.KindLink {
+		return nil, invalid("kind", "not a task kind")
+	}
+	ts, err := s.cfg.Store.ListTasks(r.Context(), store.TaskQuery{Client: p.Client, State: state, Kind: kind, Limit: limit, After: after})
+	if err != nil {
+		return nil, err
+	}
+	return page(ts, limit, func(t store.Task) store.Position { return store.Position{UpdatedAt: t.UpdatedAt, ID: t.ID} }), nil
+}
+
+// pageParams reads limit (1..1000, default 100) and cursor.
+func pageParams(q url.Values) (int, *store.Position, error) {
+	limit, err := intParam(q, "limit", 100)
+	if err != nil {
+		return 0, nil, err
+	}
+	if limit < 1 || limit > 1000 {
+		return 0, nil, invalid("limit", "must be 1..1000")
+	}
+	c := q.Get("cursor")
+	if c == "" {
+		return limit, nil, nil
+	}
+	var pos store.Position
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || json.Unmarshal(b, &pos) != nil || pos.ID == "" {
+		return 0, nil, invalid("cursor", "not a cursor this API gave out")
+	}
+	return limit, &pos, nil
+}
+
+// page wraps a listing, with the next page's cursor when the page is full.
+func page[T any](xs []T, limit int, pos func(T) store.Position) list[T] {
+	l := items(xs)
+	if len(xs) == limit {
+		b, _ := json.Marshal(pos(xs[len(xs)-1]))
+		l.NextCursor = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return l
 }
 
 func (s *Server) document(r *http.Request, p Principal) (any, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jervis-dev/jervis/api"
+	"github.com/jervis-dev/jervis/internal/store"
 )
 
 func TestClientRoutesAnswerWithTheKeysClientData(t *testing.T) {
@@ -47,7 +48,7 @@ func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	for _, r := range clientRoutes(f.globex) {
-		if strings.HasPrefix(r.path, "/api/v1/search") || r.path == "/api/v1/documents" {
+		if strings.HasPrefix(r.path, "/api/v1/search") || r.path == "/api/v1/documents" || strings.HasPrefix(r.path, "/api/v1/tasks?") {
 			continue // no ID to cross: checked below
 		}
 		code, body := call(t, r.method, f.url+r.path, f.acme.key, r.body)
@@ -62,9 +63,11 @@ func TestTenantIsolation(t *testing.T) {
 			t.Fatalf("acme's search for %q returned globex's data: %s", q, s)
 		}
 	}
-	_, docs := call(t, "GET", f.url+"/api/v1/documents", f.acme.key, "")
-	if s := fmt.Sprint(docs); strings.Contains(s, "globex") {
-		t.Fatalf("acme's documents list globex's: %s", s)
+	for _, p := range []string{"/api/v1/documents", "/api/v1/tasks"} {
+		_, list := call(t, "GET", f.url+p, f.acme.key, "")
+		if s := fmt.Sprint(list); strings.Contains(s, "globex") || len(list["items"].([]any)) != 1 {
+			t.Fatalf("acme's %s: %s", p, s)
+		}
 	}
 }
 
@@ -110,6 +113,9 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 		{"GET", "/api/v1/paths?from=person:ann&to=person:bob&maxDepth=50", "", "maxDepth"},
 		{"GET", "/api/v1/documents?state=LOST", "", "state"},
 		{"GET", "/api/v1/documents?limit=0", "", "limit"},
+		{"GET", "/api/v1/documents?cursor=bm90LWEtY3Vyc29y", "", "cursor"},
+		{"GET", "/api/v1/tasks?state=SLEEPING", "", "state"},
+		{"GET", "/api/v1/tasks?kind=CHORE", "", "kind"},
 		{"POST", "/admin/v1/clients", `{"id":"Not A Client!"}`, "id"},
 		{"POST", "/admin/v1/clients/acme/link-patterns", `{"kind":"maybe","pattern":"x.test"}`, "kind"},
 	} {
@@ -149,5 +155,48 @@ func TestLimits(t *testing.T) {
 	// The limit is per key: globex is not slowed down by acme.
 	if code, _ := call(t, "GET", f.url+"/api/v1/documents", f.globex.key, ""); code != http.StatusOK {
 		t.Fatalf("globex limited by acme's requests: %d", code)
+	}
+}
+
+func TestListsPageWithCursors(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for i := range 6 {
+		body := fmt.Sprint("Note ", i)
+		d, _, err := f.st.PutDocument(t.Context(), store.Document{Client: "acme", SourceType: store.SourceFile, ExternalID: fmt.Sprint("n", i), Raw: []byte(body),
+			Normalized: store.Normalized{Title: body, Body: body}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.st.EnqueueTasks(t.Context(), store.Task{Kind: store.KindData, Client: "acme", SourceDoc: d.ID, MaxAttempts: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, route := range []string{"/api/v1/documents?limit=2", "/api/v1/tasks?limit=2&state=NEW"} {
+		seen := map[string]bool{}
+		next, pages := route, 0
+		for next != "" {
+			code, body := call(t, "GET", f.url+next, f.acme.key, "")
+			if code != http.StatusOK {
+				t.Fatalf("%s: %d %v", next, code, body)
+			}
+			for _, it := range body["items"].([]any) {
+				id := it.(map[string]any)["id"].(string)
+				if seen[id] {
+					t.Fatalf("%s: %s listed twice", route, id)
+				}
+				seen[id] = true
+			}
+			next = ""
+			if c, ok := body["nextCursor"].(string); ok {
+				next = route + "&cursor=" + c
+			}
+			if pages++; pages > 10 {
+				t.Fatal("paging does not end")
+			}
+		}
+		if len(seen) != 7 || pages != 4 { // 7 items in pages of 2: 2+2+2+1
+			t.Fatalf("%s: %d items in %d pages", route, len(seen), pages)
+		}
 	}
 }

@@ -78,12 +78,33 @@ type TaskTransition struct {
 	Reason string
 }
 
-// DocumentQuery selects documents, newest first. Zero fields match all.
+// DocumentQuery selects documents, most recently updated first. Zero
+// fields match all.
 type DocumentQuery struct {
 	Client     string
 	State      DocumentState
 	SourceType SourceType
 	Limit      int // default 100
+	// After continues a listing after the last item of the previous page.
+	After *Position
+}
+
+// Position is a place in a listing ordered by (UpdatedAt descending, ID):
+// the last item of a page. Paging by position, not offset, neither skips
+// nor repeats items when others are added meanwhile ahead of it.
+type Position struct {
+	UpdatedAt time.Time `json:"u"`
+	ID        string    `json:"i"`
+}
+
+// TaskQuery selects tasks, most recently updated first. Zero fields match
+// all.
+type TaskQuery struct {
+	Client string
+	State  TaskState
+	Kind   TaskKind
+	Limit  int // default 100
+	After  *Position
 }
 
 // Documents stores source document versions and moves them through indexing.
@@ -124,6 +145,8 @@ type Tasks interface {
 	EnqueueTasks(ctx context.Context, tasks ...Task) (int, error)
 	// GetTask returns one of the client's tasks.
 	GetTask(ctx context.Context, client, id string) (Task, error)
+	// ListTasks returns matching tasks, most recently updated first.
+	ListTasks(ctx context.Context, q TaskQuery) ([]Task, error)
 	// ClaimTasks leases up to c.Limit tasks the stage may claim whose
 	// RunAfter has passed, highest priority first, moving them to the stage's
 	// running state and counting an attempt.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,23 +127,39 @@ func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Docum
 
 // ListDocuments implements store.Documents.
 func (s *Store) ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error) {
-	where, args := []string{"1 = 1"}, []any{}
-	for col, v := range map[string]string{"client": q.Client, "state": string(q.State), "source_type": string(q.SourceType)} {
-		if v != "" {
-			where = append(where, col+" = ?")
-			args = append(args, v)
-		}
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	where, args := listFilter(map[string]string{"client": q.Client, "state": string(q.State), "source_type": string(q.SourceType)}, q.After)
 	cols := strings.Replace(docColumns, "raw,", "NULL,", 1)
-	ds, err := queryDocuments(ctx, s.db.R, `SELECT `+cols+` FROM documents WHERE `+strings.Join(where, " AND ")+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, limit)...)
+	ds, err := queryDocuments(ctx, s.db.R, `SELECT `+cols+` FROM documents WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
 	if err != nil {
 		return nil, s.db.Explain("list documents", err)
 	}
 	return ds, nil
+}
+
+// listFilter is the WHERE clause of a listing: equal columns (empty values
+// match all) and, with after, what comes after it in (updated_at DESC, id)
+// order.
+func listFilter(eq map[string]string, after *store.Position) (string, []any) {
+	where, args := []string{"1 = 1"}, []any{}
+	for _, col := range slices.Sorted(maps.Keys(eq)) {
+		if v := eq[col]; v != "" {
+			where = append(where, col+" = ?")
+			args = append(args, v)
+		}
+	}
+	if after != nil {
+		at := sqlitedb.Micros(after.UpdatedAt)
+		where = append(where, "(updated_at < ? OR (updated_at = ? AND id > ?))")
+		args = append(args, at, at, after.ID)
+	}
+	return strings.Join(where, " AND "), args
+}
+
+func listLimit(n int) int {
+	if n <= 0 {
+		return 100
+	}
+	return n
 }
 
 // ListDocumentVersions implements store.Documents.

@@ -128,4 +128,9 @@ CREATE TABLE model_answers (
 	updated_at INTEGER NOT NULL
 ) STRICT;
 `,
+	// 4: listing pages (API) by client, most recently updated first.
+	`
+CREATE INDEX documents_list ON documents (client, updated_at DESC, id);
+CREATE INDEX tasks_list ON tasks (client, updated_at DESC, id);
+`,
 }

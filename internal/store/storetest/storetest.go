@@ -42,6 +42,64 @@ func Exercise(t *testing.T, newStore NewStore) {
 	t.Run("Stats", func(t *testing.T) { t.Parallel(); testStats(t, newStore(t)) })
 	t.Run("LinkPatterns", func(t *testing.T) { t.Parallel(); testLinkPatterns(t, newStore(t)) })
 	t.Run("ModelCache", func(t *testing.T) { t.Parallel(); testModelCache(t, newStore(t)) })
+	t.Run("ListingPages", func(t *testing.T) { t.Parallel(); testListingPages(t, newStore(t)) })
+}
+
+// testListingPages pages through documents and tasks two at a time while
+// more are added ahead: every item shows once, in order, the client's only.
+func testListingPages(t *testing.T, s store.Store) {
+	var docIDs []string
+	for i := range 7 {
+		d, _ := mustPut(t, s, doc("acme", fmt.Sprint("page-", i), fmt.Sprint("body ", i)))
+		docIDs = append(docIDs, d.ID)
+		must(s.EnqueueTasks(ctx(t), task("acme", d.ID)))(t)
+		mustPut(t, s, doc("globex", fmt.Sprint("page-", i), "other"))
+	}
+	var seen []string
+	var after *store.Position
+	for page := 0; ; page++ {
+		got := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", Limit: 2, After: after}))(t)
+		if len(got) == 0 {
+			break
+		}
+		for _, d := range got {
+			if d.Client != "acme" {
+				t.Fatalf("page %d lists %s's document", page, d.Client)
+			}
+			seen = append(seen, d.ID)
+		}
+		last := got[len(got)-1]
+		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
+		if page == 0 { // a new document arrives: it sorts ahead, not into the pages to come
+			mustPut(t, s, doc("acme", "late", "late"))
+		}
+	}
+	slices.Sort(seen)
+	want := slices.Sorted(slices.Values(docIDs))
+	if !slices.Equal(seen, want) {
+		t.Fatalf("pages listed %d documents %v, want the 7 there were at the start %v", len(seen), seen, want)
+	}
+	var tasks []store.Task
+	after = nil
+	for {
+		got := must(s.ListTasks(ctx(t), store.TaskQuery{Client: "acme", Kind: store.KindData, State: store.TaskNew, Limit: 3, After: after}))(t)
+		if len(got) == 0 {
+			break
+		}
+		tasks = append(tasks, got...)
+		after = &store.Position{UpdatedAt: got[len(got)-1].UpdatedAt, ID: got[len(got)-1].ID}
+	}
+	if len(tasks) != 7 {
+		t.Fatalf("task pages: %d tasks, want 7", len(tasks))
+	}
+	for i := 1; i < len(tasks); i++ {
+		if tasks[i].UpdatedAt.After(tasks[i-1].UpdatedAt) {
+			t.Fatalf("tasks out of order at %d", i)
+		}
+	}
+	if other := must(s.ListTasks(ctx(t), store.TaskQuery{Client: "globex"}))(t); len(other) != 0 {
+		t.Fatalf("globex lists acme's tasks: %d", len(other))
+	}
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
