@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
@@ -27,7 +28,10 @@ type Config struct {
 	RateBurst int
 	// CORSOrigins may call the API from a browser ("*" for any).
 	CORSOrigins []string
-	Logger      *slog.Logger
+	// EventPoll is how often an event stream looks for new events (default
+	// 250ms); KeepAlive how long it stays silent at most (default 15s).
+	EventPoll, KeepAlive time.Duration
+	Logger               *slog.Logger
 }
 
 // Server is the REST API: /api/v1 for one client's key, /admin/v1 for admin
@@ -43,6 +47,8 @@ func New(cfg Config) *Server {
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 1<<20)
 	cfg.RateLimit = cmp.Or(cfg.RateLimit, 50)
 	cfg.RateBurst = cmp.Or(cfg.RateBurst, 100)
+	cfg.EventPoll = cmp.Or(cfg.EventPoll, 250*time.Millisecond)
+	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, 15*time.Second)
 	return &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), limiter: newLimiter(cfg.RateLimit, cfg.RateBurst)}
 }
 
@@ -67,6 +73,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	client("GET /api/v1/chunks/{id}", s.chunk)
 	client("GET /api/v1/documents", s.documents)
 	client("GET /api/v1/documents/{id}", s.document)
+	mux.Handle("GET /api/v1/events", s.cors(s.authenticate(store.RoleClient, http.HandlerFunc(s.events))))
 	client("GET /api/v1/tasks", s.tasks)
 	client("GET /api/v1/tasks/{id}", s.task)
 

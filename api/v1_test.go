@@ -75,7 +75,8 @@ func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	admin := []struct{ method, path, body string }{{"GET", "/admin/v1/stats", ""}, {"GET", "/admin/v1/clients", ""}, {"POST", "/admin/v1/clients", `{"id":"initech"}`}}
-	for _, r := range append(clientRoutes(f.acme), admin...) {
+	stream := []struct{ method, path, body string }{{"GET", "/api/v1/events", ""}}
+	for _, r := range append(append(clientRoutes(f.acme), admin...), stream...) {
 		for _, key := range []string{"", "jvk_not-a-key", "Basic dXNlcjpwdw=="} {
 			code, body := call(t, r.method, f.url+r.path, key, r.body)
 			if c, _ := errorOf(body); code != http.StatusUnauthorized || c != api.CodeUnauthenticated {
@@ -83,7 +84,7 @@ func TestAuthentication(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range clientRoutes(f.acme) {
+	for _, r := range append(clientRoutes(f.acme), stream...) {
 		if code, body := call(t, r.method, f.url+r.path, f.admin, r.body); code != http.StatusForbidden {
 			t.Errorf("admin key on %s: %d %v, want 403", r.path, code, body)
 		}

@@ -1,0 +1,101 @@
+package api_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/api"
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// sse opens an event stream and sends its events, parsed, on a channel.
+func sse(t *testing.T, url, key, lastID string) <-chan store.Event {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	out := make(chan store.Event, 100)
+	go func() {
+		defer resp.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		var id string
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "id: "); ok {
+				id = v
+			}
+			if v, ok := strings.CutPrefix(line, "data: "); ok {
+				var e store.Event
+				if json.Unmarshal([]byte(v), &e) != nil || strconv.FormatInt(e.Seq, 10) != id {
+					t.Errorf("event %q with id %s", v, id)
+					return
+				}
+				out <- e
+			}
+		}
+	}()
+	return out
+}
+
+func next(t *testing.T, events <-chan store.Event) (store.Event, bool) {
+	t.Helper()
+	select {
+	case e, ok := <-events:
+		return e, ok
+	case <-time.After(300 * time.Millisecond):
+		return store.Event{}, false
+	}
+}
+
+func TestEventStreamIsTheClientsAndResumes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *api.Config) { c.EventPoll = 20 * time.Millisecond })
+	stream := sse(t, f.url+"/api/v1/events", f.acme.key, "")
+	var last store.Event
+	n := 0
+	for e, ok := next(t, stream); ok; e, ok = next(t, stream) {
+		if e.Client != "acme" {
+			t.Fatalf("acme's stream carries %s's event %+v", e.Client, e)
+		}
+		last, n = e, n+1
+	}
+	if n < 2 { // the document stored, the task enqueued
+		t.Fatalf("%d events in acme's backlog", n)
+	}
+	// Live: a new document for each client; acme's stream shows acme's only.
+	for _, c := range []string{"globex", "acme"} {
+		if _, _, err := f.st.PutDocument(t.Context(), store.Document{Client: c, SourceType: store.SourceFile, ExternalID: "live", Raw: []byte("live " + c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, ok := next(t, stream)
+	if !ok || live.Client != "acme" || live.Seq <= last.Seq {
+		t.Fatalf("live event %+v %v after %d", live, ok, last.Seq)
+	}
+	// Reconnecting with Last-Event-ID resumes after it: only the live event.
+	resumed := sse(t, f.url+"/api/v1/events", f.acme.key, strconv.FormatInt(last.Seq, 10))
+	if e, ok := next(t, resumed); !ok || e.Seq != live.Seq {
+		t.Fatalf("resumed with %+v %v, want seq %d", e, ok, live.Seq)
+	}
+	if e, ok := next(t, resumed); ok {
+		t.Fatalf("resumed stream repeats %+v", e)
+	}
+	if code, body := call(t, "GET", f.url+"/api/v1/events?after=x", f.acme.key, ""); code != http.StatusBadRequest {
+		t.Fatalf("bad resume id: %d %v", code, body)
+	}
+}
