@@ -20,8 +20,9 @@ type Config struct {
 	KB     *kb.KB
 	Graph  graph.Store
 	Chunks rag.Store
-	// MaxBodyBytes caps request bodies (default 1 MiB).
-	MaxBodyBytes int64
+	// MaxBodyBytes caps request bodies (default 1 MiB) but ingest's, which
+	// MaxIngestBytes caps (default 24 MiB: a 16 MiB file in base64).
+	MaxBodyBytes, MaxIngestBytes int64
 	// RateLimit is requests per second per key on average (default 50;
 	// negative: no limit), RateBurst at once (default 100).
 	RateLimit float64
@@ -45,6 +46,7 @@ type Server struct {
 // New returns the API.
 func New(cfg Config) *Server {
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, 1<<20)
+	cfg.MaxIngestBytes = cmp.Or(cfg.MaxIngestBytes, 24<<20)
 	cfg.RateLimit = cmp.Or(cfg.RateLimit, 50)
 	cfg.RateBurst = cmp.Or(cfg.RateBurst, 100)
 	cfg.EventPoll = cmp.Or(cfg.EventPoll, 250*time.Millisecond)
@@ -58,10 +60,10 @@ type handlerFunc func(r *http.Request, p Principal) (any, error)
 // Register adds every API route to mux.
 func (s *Server) Register(mux *http.ServeMux) {
 	client := func(pattern string, h handlerFunc) {
-		mux.Handle(pattern, s.cors(s.authenticate(store.RoleClient, s.serve(h))))
+		mux.Handle(pattern, s.cors(s.authenticate(store.RoleClient, s.serve(h, s.cfg.MaxBodyBytes))))
 	}
 	admin := func(pattern string, h handlerFunc) {
-		mux.Handle(pattern, s.cors(s.authenticate(store.RoleAdmin, s.serve(h))))
+		mux.Handle(pattern, s.cors(s.authenticate(store.RoleAdmin, s.serve(h, s.cfg.MaxBodyBytes))))
 	}
 
 	client("POST /api/v1/search", s.search)
@@ -71,6 +73,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	client("GET /api/v1/paths", s.path)
 	client("GET /api/v1/edges/{key}", s.edge)
 	client("GET /api/v1/chunks/{id}", s.chunk)
+	mux.Handle("POST /api/v1/ingest", s.cors(s.authenticate(store.RoleClient, s.serve(s.ingest, s.cfg.MaxIngestBytes))))
 	client("GET /api/v1/documents", s.documents)
 	client("GET /api/v1/documents/{id}", s.document)
 	mux.Handle("GET /api/v1/events", s.cors(s.authenticate(store.RoleClient, http.HandlerFunc(s.events))))
@@ -103,9 +106,9 @@ type status struct {
 	body any
 }
 
-func (s *Server) serve(h handlerFunc) http.Handler {
+func (s *Server) serve(h handlerFunc, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		out, err := h(r, principalOf(r.Context()))
 		if err != nil {
 			writeError(w, toError(err, s.log, r))

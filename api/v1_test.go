@@ -75,7 +75,7 @@ func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	admin := []struct{ method, path, body string }{{"GET", "/admin/v1/stats", ""}, {"GET", "/admin/v1/clients", ""}, {"POST", "/admin/v1/clients", `{"id":"initech"}`}}
-	stream := []struct{ method, path, body string }{{"GET", "/api/v1/events", ""}}
+	stream := []struct{ method, path, body string }{{"GET", "/api/v1/events", ""}, {"POST", "/api/v1/ingest", `{"name":"a.md","content":"x"}`}}
 	for _, r := range append(append(clientRoutes(f.acme), admin...), stream...) {
 		for _, key := range []string{"", "jvk_not-a-key", "Basic dXNlcjpwdw=="} {
 			code, body := call(t, r.method, f.url+r.path, key, r.body)
