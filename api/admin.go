@@ -1,6 +1,8 @@
 package api
 
 import (
+	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -145,4 +147,38 @@ func (s *Server) removeLinkPattern(r *http.Request, _ Principal) (any, error) {
 		return nil, err
 	}
 	return status{code: http.StatusNoContent}, nil
+}
+
+// TaskActionRequest names the client of the task an admin retries or
+// cancels (task IDs are per client).
+type TaskActionRequest struct {
+	Client string `json:"client"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// taskAction moves a task to state `to` on an admin's word: retry sends a
+// finished, failed or cancelled task back to NEW with its attempts reset;
+// cancel stops a task that has not finished.
+func (s *Server) taskAction(to store.TaskState) handlerFunc {
+	return func(r *http.Request, p Principal) (any, error) {
+		var req TaskActionRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		if err := store.ValidateClientID(req.Client); err != nil {
+			return nil, invalid("client", err.Error())
+		}
+		t, err := s.cfg.Store.GetTask(r.Context(), req.Client, r.PathValue("id"))
+		if err != nil {
+			return nil, err
+		}
+		if !store.CanTransitionTask(t.State, to) {
+			return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf("task is %s: it cannot go to %s", t.State, to)}
+		}
+		reason := cmp.Or(req.Reason, "admin "+p.KeyID)
+		if err := s.cfg.Store.TransitionTasks(r.Context(), []store.TaskTransition{{ID: t.ID, From: t.State, To: to, ResetAttempts: to == store.TaskNew, Reason: reason}}); err != nil {
+			return nil, err
+		}
+		return s.cfg.Store.GetTask(r.Context(), req.Client, t.ID)
+	}
 }

@@ -90,3 +90,30 @@ func TestAdminKeyBootstrap(t *testing.T) {
 		t.Fatalf("admin keys: %+v", admins)
 	}
 }
+
+func TestAdminRetriesAndCancelsTasks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	act := func(action, id, body string) (int, map[string]any) {
+		return call(t, "POST", f.url+"/admin/v1/tasks/"+id+"/"+action, f.admin, body)
+	}
+	if code, task := act("cancel", f.acme.task, `{"client":"acme","reason":"duplicate"}`); code != http.StatusOK || task["state"] != "CANCELLED" {
+		t.Fatalf("cancel: %d %v", code, task)
+	}
+	if code, body := act("cancel", f.acme.task, `{"client":"acme"}`); code != http.StatusConflict {
+		t.Fatalf("cancel twice: %d %v", code, body)
+	}
+	if code, task := act("retry", f.acme.task, `{"client":"acme"}`); code != http.StatusOK || task["state"] != "NEW" || task["attempts"] != 0.0 {
+		t.Fatalf("retry: %d %v", code, task)
+	}
+	_, view := call(t, "GET", f.url+"/api/v1/tasks/"+f.acme.task, f.acme.key, "")
+	if evs := view["events"].([]any); len(evs) < 3 {
+		t.Fatalf("the admin's actions are not in the task's events: %v", evs)
+	}
+	if code, _ := act("retry", f.acme.task, `{"client":"globex"}`); code != http.StatusNotFound {
+		t.Fatalf("another client's task: %d", code)
+	}
+	if code, body := act("retry", f.acme.task, `{}`); code != http.StatusBadRequest {
+		t.Fatalf("no client: %d %v", code, body)
+	}
+}

@@ -81,6 +81,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	client("GET /api/v1/tasks/{id}", s.task)
 
 	admin("GET /admin/v1/stats", s.stats)
+	admin("POST /admin/v1/tasks/{id}/retry", s.taskAction(store.TaskNew))
+	admin("POST /admin/v1/tasks/{id}/cancel", s.taskAction(store.TaskCancelled))
 	admin("GET /admin/v1/clients", s.clients)
 	admin("POST /admin/v1/clients", s.createClient)
 	admin("GET /admin/v1/clients/{client}/keys", s.keys)
