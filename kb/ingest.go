@@ -71,6 +71,18 @@ func (k *KB) Indexed(ctx context.Context, client, sourceURN string) (bool, error
 	return len(ids) > 0, err
 }
 
+// Wipe deletes a client's whole projection — chunks, then graph — so that
+// reprocessing its source documents rebuilds it from nothing.
+func (k *KB) Wipe(ctx context.Context, client string) error {
+	if err := k.chunks.For(client).Drop(ctx); err != nil {
+		return fmt.Errorf("wipe %s chunks: %w", client, err)
+	}
+	if err := k.graph.For(client).Drop(ctx); err != nil {
+		return fmt.Errorf("wipe %s graph: %w", client, err)
+	}
+	return nil
+}
+
 // Resolver returns the KB's ref resolver.
 func (k *KB) Resolver() *Resolver { return k.resolver }
 

@@ -83,9 +83,8 @@ var taskTransitions = map[TaskState][]TaskState{
 	TaskNew:        {TaskQualifying, TaskCancelled},
 	TaskRetry:      {TaskQualifying, TaskCancelled},
 	TaskQualifying: {TaskDone, TaskReadyForGPU, TaskRetry, TaskFailed, TaskNew, TaskCancelled},
-	TaskReadyForGPU: {
-		TaskExecution, TaskCancelled,
-	},
+	// A reprocess sends a qualified task back to be qualified again.
+	TaskReadyForGPU: {TaskExecution, TaskCancelled, TaskNew},
 	TaskExecution: {TaskCompleted, TaskReadyForGPU, TaskFailed, TaskCancelled},
 	TaskDone:      {TaskNew},
 	TaskCompleted: {TaskNew},

@@ -100,11 +100,12 @@ type Position struct {
 // TaskQuery selects tasks, most recently updated first. Zero fields match
 // all.
 type TaskQuery struct {
-	Client string
-	State  TaskState
-	Kind   TaskKind
-	Limit  int // default 100
-	After  *Position
+	Client    string
+	State     TaskState
+	Kind      TaskKind
+	SourceDoc string // the tasks of one document
+	Limit     int    // default 100
+	After     *Position
 }
 
 // Documents stores source document versions and moves them through indexing.

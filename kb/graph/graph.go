@@ -97,6 +97,25 @@ type NeighborQuery struct {
 	Limit     int       // most nodes returned (default 100), nearest first
 }
 
+// NodeQuery selects nodes, in key order.
+type NodeQuery struct {
+	Type   string // empty: all
+	Prefix string // keys that start with it (case-sensitive)
+	After  string // keys after this one (the last of the previous page)
+	Limit  int    // 1..1000, default 100
+}
+
+// Validate checks the query and fills defaults.
+func (q *NodeQuery) Validate() error {
+	if q.Limit == 0 {
+		q.Limit = 100
+	}
+	if q.Limit < 1 || q.Limit > 1000 {
+		return fmt.Errorf("%w: limit: %d is not 1..1000", ErrInvalid, q.Limit)
+	}
+	return nil
+}
+
 // MaxDepth bounds traversals.
 const MaxDepth = 5
 
@@ -172,6 +191,10 @@ type Graph interface {
 	CountByType(ctx context.Context) (map[string]int, error)
 	// CountEdgesByType counts edges per type.
 	CountEdgesByType(ctx context.Context) (map[string]int, error)
+	// ListNodes lists nodes in key order, with their chunk IDs.
+	ListNodes(ctx context.Context, q NodeQuery) ([]Node, error)
+	// Drop deletes the client's whole graph (a rebuild starts from it).
+	Drop(ctx context.Context) error
 }
 
 // Store is a graph backend holding every client's graph.

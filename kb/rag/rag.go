@@ -117,6 +117,8 @@ type Index interface {
 	Hybrid(ctx context.Context, q Query) ([]Hit, error)
 	// Count returns how many chunks the client has.
 	Count(ctx context.Context) (int, error)
+	// Drop deletes every chunk of the client (a rebuild starts from it).
+	Drop(ctx context.Context) error
 }
 
 // Store holds every client's chunks.

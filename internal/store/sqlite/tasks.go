@@ -243,7 +243,7 @@ func (s *Store) RescueTasks(ctx context.Context, stage store.Stage, now time.Tim
 
 // ListTasks implements store.Tasks.
 func (s *Store) ListTasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
-	where, args := listFilter(map[string]string{"client": q.Client, "state": string(q.State), "kind": string(q.Kind)}, q.After)
+	where, args := listFilter(map[string]string{"client": q.Client, "state": string(q.State), "kind": string(q.Kind), "source_doc": q.SourceDoc}, q.After)
 	ts, err := queryTasks(ctx, s.db.R, `SELECT `+taskColumns+` FROM tasks WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
 	if err != nil {
 		return nil, s.db.Explain("list tasks", err)

@@ -97,6 +97,9 @@ func testListingPages(t *testing.T, s store.Store) {
 			t.Fatalf("tasks out of order at %d", i)
 		}
 	}
+	if one := must(s.ListTasks(ctx(t), store.TaskQuery{Client: "acme", SourceDoc: docIDs[3]}))(t); len(one) != 1 || one[0].SourceDoc != docIDs[3] {
+		t.Fatalf("tasks of one document: %+v", one)
+	}
 	if other := must(s.ListTasks(ctx(t), store.TaskQuery{Client: "globex"}))(t); len(other) != 0 {
 		t.Fatalf("globex lists acme's tasks: %d", len(other))
 	}

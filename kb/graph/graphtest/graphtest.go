@@ -29,6 +29,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"Neighbors", testNeighbors},
 		{"ShortestPath", testShortestPath},
 		{"AwkwardKeys", testAwkwardKeys},
+		{"ListNodes", testListNodes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -212,6 +213,22 @@ func testIsolation(t *testing.T, s graph.Store) {
 	if len(counts) != 0 {
 		t.Fatalf("globex counts: %v", counts)
 	}
+	// Dropping a graph takes the client's nodes and edges, no one else's.
+	check(t, b.UpsertNodes(ctx, node("person:ann", "g1")))
+	check(t, b.Drop(ctx))
+	if _, err := b.Node(ctx, "person:ann"); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("globex's node survived the drop: %v", err)
+	}
+	if _, err := a.Edge(ctx, graph.EdgeKey("knows", "person:ann", "person:bob")); err != nil {
+		t.Fatalf("acme lost an edge to globex's drop: %v", err)
+	}
+	check(t, a.Drop(ctx))
+	if counts, _ := a.CountByType(ctx); len(counts) != 0 {
+		t.Fatalf("acme after drop: %v", counts)
+	}
+	if edges, _ := a.CountEdgesByType(ctx); len(edges) != 0 {
+		t.Fatalf("acme's edges after drop: %v", edges)
+	}
 }
 
 // chain builds a -> b -> c -> d -> e plus a -> x (type "cc").
@@ -333,5 +350,43 @@ func testAwkwardKeys(t *testing.T, s graph.Store) {
 	check(t, err)
 	if len(counts) != 0 {
 		t.Fatalf("left after removing the only evidence: %v", counts)
+	}
+}
+
+func testListNodes(t *testing.T, s graph.Store) {
+	ctx := t.Context()
+	g := s.For("acme")
+	check(t, g.UpsertNodes(ctx, node("person:ann", "c2", "c1"), node("person:Bob", "c1"), node("person:bob", "c1"), node("jira:OPS-1", "c3"),
+		node("person:50%_off", "c4")))
+	check(t, s.For("globex").UpsertNodes(ctx, node("person:zed", "z1")))
+	var keys []string
+	after := ""
+	for {
+		page, err := g.ListNodes(ctx, graph.NodeQuery{Type: "person", Limit: 2, After: after})
+		check(t, err)
+		if len(page) == 0 {
+			break
+		}
+		for _, n := range page {
+			keys = append(keys, n.Key)
+		}
+		after = page[len(page)-1].Key
+	}
+	if want := []string{"person:50%_off", "person:Bob", "person:ann", "person:bob"}; !slices.Equal(keys, want) {
+		t.Fatalf("person pages: %v, want %v", keys, want)
+	}
+	first, err := g.ListNodes(ctx, graph.NodeQuery{Prefix: "person:a"})
+	check(t, err)
+	if len(first) != 1 || first[0].Key != "person:ann" || !slices.Equal(first[0].RAGChunks, []string{"c1", "c2"}) {
+		t.Fatalf("prefix person:a: %+v", first)
+	}
+	if got, _ := g.ListNodes(ctx, graph.NodeQuery{Prefix: "person:B"}); len(got) != 1 || got[0].Key != "person:Bob" {
+		t.Fatalf("prefix is case-sensitive: %+v", got)
+	}
+	if got, _ := g.ListNodes(ctx, graph.NodeQuery{Prefix: "person:50%"}); len(got) != 1 {
+		t.Fatalf("a prefix with %%: %+v", got)
+	}
+	if _, err := g.ListNodes(ctx, graph.NodeQuery{Limit: 5000}); !errors.Is(err, graph.ErrInvalid) {
+		t.Fatalf("limit 5000: %v", err)
 	}
 }

@@ -7,6 +7,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -203,7 +204,13 @@ type querier interface {
 const nodeColumns = `key, type, props, first_seen, last_seen`
 
 func (g *clientGraph) nodes(ctx context.Context, q querier, keys []string) ([]graph.Node, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(keys))
+	return g.nodesWhere(ctx, q, "", `key IN (SELECT value FROM json_each(?))`, idsJSON(keys))
+}
+
+// nodesWhere loads the nodes matching where (with args); extra columns
+// (one JSON array of chunk IDs, or none) follow the node's own.
+func (g *clientGraph) nodesWhere(ctx context.Context, q querier, chunks, where string, args ...any) ([]graph.Node, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+nodeColumns+cmp.Or(chunks, ", NULL")+` FROM nodes WHERE client = ? AND `+where, append([]any{g.client}, args...)...)
 	if err != nil {
 		return nil, g.db.Explain("get nodes", err)
 	}
@@ -212,8 +219,9 @@ func (g *clientGraph) nodes(ctx context.Context, q querier, keys []string) ([]gr
 	for rows.Next() {
 		var n graph.Node
 		var props string
+		var chunkIDs sql.NullString
 		var first, last int64
-		if err := rows.Scan(&n.Key, &n.Type, &props, &first, &last); err != nil {
+		if err := rows.Scan(&n.Key, &n.Type, &props, &first, &last, &chunkIDs); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(props), &n.Props); err != nil {
@@ -222,10 +230,31 @@ func (g *clientGraph) nodes(ctx context.Context, q querier, keys []string) ([]gr
 		if len(n.Props) == 0 {
 			n.Props = nil
 		}
+		if chunkIDs.Valid {
+			if err := json.Unmarshal([]byte(chunkIDs.String), &n.RAGChunks); err != nil {
+				return nil, fmt.Errorf("node %s chunks: %w", n.Key, err)
+			}
+		}
 		n.FirstSeen, n.LastSeen = sqlitedb.Time(first), sqlitedb.Time(last)
 		out = append(out, n)
 	}
 	return out, rows.Err()
+}
+
+// ListNodes implements graph.Graph.
+func (g *clientGraph) ListNodes(ctx context.Context, q graph.NodeQuery) ([]graph.Node, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	where, args := []string{"key > ?"}, []any{q.After}
+	if q.Type != "" {
+		where, args = append(where, "type = ?"), append(args, q.Type)
+	}
+	if q.Prefix != "" {
+		where, args = append(where, `key >= ? AND substr(key, 1, length(?)) = ?`), append(args, q.Prefix, q.Prefix, q.Prefix)
+	}
+	return g.nodesWhere(ctx, g.db.R, `, (SELECT json_group_array(chunk_id) FROM (SELECT chunk_id FROM node_chunks c WHERE c.client = nodes.client AND c.key = nodes.key ORDER BY chunk_id))`,
+		strings.Join(where, " AND ")+` ORDER BY key LIMIT ?`, append(args, q.Limit)...)
 }
 
 // Node implements graph.Graph.
@@ -484,6 +513,18 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 		p.Edges = append(p.Edges, byEdge[k])
 	}
 	return p, nil
+}
+
+// Drop implements graph.Graph.
+func (g *clientGraph) Drop(ctx context.Context) error {
+	return g.db.Write(ctx, "drop graph", func(tx sqlitedb.Tx) error {
+		for _, table := range []string{"edge_evidence", "node_chunks", "edges", "nodes"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE client = ?`, g.client); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // RemoveEvidence implements graph.Graph.

@@ -337,6 +337,20 @@ func testIsolation(t *testing.T, s rag.Store) {
 	if _, err := s.For("Bad Client!").Count(ctx); !errors.Is(err, rag.ErrInvalid) {
 		t.Fatalf("invalid client: %v", err)
 	}
+	// Dropping globex's chunks leaves acme's, and globex searches find nothing.
+	check(t, b.Drop(ctx))
+	if n, _ := b.Count(ctx); n != 0 {
+		t.Fatalf("globex count after drop %d", n)
+	}
+	if hits, err := b.BM25(ctx, rag.Query{Text: "database backups"}); err != nil || len(hits) != 0 {
+		t.Fatalf("globex finds %v after drop (%v)", ids(hits), err)
+	}
+	if n, _ := a.Count(ctx); n != 4 {
+		t.Fatalf("acme count %d after globex's drop", n)
+	}
+	if hits, _ := a.BM25(ctx, rag.Query{Text: "database"}); len(hits) == 0 {
+		t.Fatal("acme's search lost its chunks to globex's drop")
+	}
 }
 
 func testValidation(t *testing.T, s rag.Store) {

@@ -333,6 +333,12 @@ func (x *index) DeleteByNode(ctx context.Context, nodeKey string) (int, error) {
 	return x.deleteWhere(ctx, `node_key = ?`, nodeKey)
 }
 
+// Drop implements rag.Index.
+func (x *index) Drop(ctx context.Context) error {
+	_, err := x.deleteWhere(ctx, `client = ?`, x.client)
+	return err
+}
+
 func (x *index) deleteWhere(ctx context.Context, where string, arg any) (int, error) {
 	if x.err != nil {
 		return 0, x.err
