@@ -85,11 +85,11 @@ var taskTransitions = map[TaskState][]TaskState{
 	TaskQualifying: {TaskDone, TaskReadyForGPU, TaskRetry, TaskFailed, TaskNew, TaskCancelled},
 	// A reprocess sends a qualified task back to be qualified again.
 	TaskReadyForGPU: {TaskExecution, TaskCancelled, TaskNew},
-	TaskExecution: {TaskCompleted, TaskReadyForGPU, TaskFailed, TaskCancelled},
-	TaskDone:      {TaskNew},
-	TaskCompleted: {TaskNew},
-	TaskFailed:    {TaskNew},
-	TaskCancelled: {TaskNew},
+	TaskExecution:   {TaskCompleted, TaskReadyForGPU, TaskFailed, TaskCancelled},
+	TaskDone:        {TaskNew},
+	TaskCompleted:   {TaskNew},
+	TaskFailed:      {TaskNew},
+	TaskCancelled:   {TaskNew},
 }
 
 // CanTransitionDocument reports whether a document may move from one state to
