@@ -152,6 +152,7 @@ func clientRoutes(tn tenant) []struct{ method, path, body string } {
 	return []struct{ method, path, body string }{
 		{"POST", "/api/v1/search", `{"query":"espresso machine"}`},
 		{"GET", "/api/v1/search?query=espresso+machine", ""},
+		{"GET", "/api/v1/nodes?type=email", ""},
 		{"GET", "/api/v1/nodes/" + esc(tn.node), ""},
 		{"GET", "/api/v1/nodes/" + esc(tn.node) + "/neighbors?depth=1", ""},
 		{"GET", "/api/v1/paths?from=person:ann&to=" + url.QueryEscape(tn.node), ""},

@@ -68,6 +68,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 
 	client("POST /api/v1/search", s.search)
 	client("GET /api/v1/search", s.search)
+	client("GET /api/v1/nodes", s.nodes)
 	client("GET /api/v1/nodes/{key}", s.node)
 	client("GET /api/v1/nodes/{key}/neighbors", s.neighbors)
 	client("GET /api/v1/paths", s.path)

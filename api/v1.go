@@ -87,6 +87,34 @@ func (s *Server) search(r *http.Request, p Principal) (any, error) {
 	return s.cfg.KB.Search(r.Context(), sr)
 }
 
+func (s *Server) nodes(r *http.Request, p Principal) (any, error) {
+	q := r.URL.Query()
+	limit, err := intParam(q, "limit", 100)
+	if err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, invalid("limit", "must be 1..1000")
+	}
+	var after string
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || len(b) == 0 {
+			return nil, invalid("cursor", "not a cursor this API gave out")
+		}
+		after = string(b)
+	}
+	ns, err := s.cfg.Graph.For(p.Client).ListNodes(r.Context(), graph.NodeQuery{Type: q.Get("type"), Prefix: q.Get("q"), After: after, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	l := items(ns)
+	if len(ns) == limit {
+		l.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(ns[len(ns)-1].Key))
+	}
+	return l, nil
+}
+
 func (s *Server) node(r *http.Request, p Principal) (any, error) {
 	return s.cfg.Graph.For(p.Client).Node(r.Context(), r.PathValue("key"))
 }
