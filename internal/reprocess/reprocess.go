@@ -1,0 +1,215 @@
+// Package reprocess replays a client's source documents through the
+// pipeline. The knowledge base is a projection of the source documents
+// (ARCHITECTURE §1): a replay sends the selected documents back to the
+// indexers (state NEW) and their finished tasks back to the qualifier (state
+// NEW, attempts reset), which rebuild what they produced — and, IDs being
+// deterministic, rebuild it under the same node keys, edge keys and chunk
+// IDs. With Wipe the client's projection is deleted first, so that what is
+// rebuilt is all there is.
+//
+// Only the latest version of each external item is replayed: replaying an
+// older one would put stale content back.
+package reprocess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
+)
+
+// Request selects what to replay. Zero fields select everything of the
+// client.
+type Request struct {
+	Client      string     `json:"client"`
+	SourceType  string     `json:"sourceType,omitempty"`
+	DocumentIDs []string   `json:"documentIds,omitempty"`
+	Since       *time.Time `json:"since,omitempty"` // observed at or after
+	Until       *time.Time `json:"until,omitempty"` // observed before
+	// DryRun counts what would be replayed and writes nothing.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Wipe deletes the client's knowledge base first; only with no other
+	// selection (a partial replay onto an empty projection would lose the
+	// rest).
+	Wipe bool `json:"wipe,omitempty"`
+}
+
+// Progress is how far a replay got.
+type Progress struct {
+	Selected       int  `json:"selected"`       // documents selected
+	Processed      int  `json:"processed"`      // documents handled so far
+	DocumentsReset int  `json:"documentsReset"` // sent back to the indexers
+	TasksReset     int  `json:"tasksReset"`     // sent back to the qualifier
+	Conflicts      int  `json:"conflicts"`      // changed meanwhile: left as they were
+	Wiped          bool `json:"wiped"`
+}
+
+// Store is what a replay needs of the pipeline state.
+type Store interface {
+	ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error)
+	TransitionDocuments(ctx context.Context, ts []store.DocumentTransition) error
+	ListTasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error)
+	TransitionTasks(ctx context.Context, ts []store.TaskTransition) error
+}
+
+// Validate checks a request.
+func (r Request) Validate() error {
+	switch {
+	case store.ValidateClientID(r.Client) != nil:
+		return fmt.Errorf("%w: client: %v", store.ErrInvalid, store.ValidateClientID(r.Client))
+	case r.SourceType != "" && !slices.Contains(store.SourceTypes, store.SourceType(r.SourceType)):
+		return fmt.Errorf("%w: sourceType: %q is not one of %v", store.ErrInvalid, r.SourceType, store.SourceTypes)
+	case r.Since != nil && r.Until != nil && !r.Until.After(*r.Since):
+		return fmt.Errorf("%w: until: not after since", store.ErrInvalid)
+	case r.Wipe && (r.SourceType != "" || len(r.DocumentIDs) > 0 || r.Since != nil || r.Until != nil):
+		return fmt.Errorf("%w: wipe: only when replaying all of the client's documents", store.ErrInvalid)
+	case len(r.DocumentIDs) > 10000:
+		return fmt.Errorf("%w: documentIds: more than 10000", store.ErrInvalid)
+	}
+	return nil
+}
+
+// Select returns the documents a request replays: the latest version of
+// each external item, filtered.
+func Select(ctx context.Context, st Store, r Request) ([]store.Document, error) {
+	latest := map[string]store.Document{}
+	var after *store.Position
+	for {
+		page, err := st.ListDocuments(ctx, store.DocumentQuery{Client: r.Client, SourceType: store.SourceType(r.SourceType), Limit: 1000, After: after})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range page {
+			item := string(d.SourceType) + "\x00" + d.ExternalID
+			if cur, ok := latest[item]; !ok || d.Version > cur.Version {
+				latest[item] = d
+			}
+		}
+		if len(page) < 1000 {
+			break
+		}
+		last := page[len(page)-1]
+		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
+	}
+	var out []store.Document
+	for _, d := range latest {
+		switch {
+		case len(r.DocumentIDs) > 0 && !slices.Contains(r.DocumentIDs, d.ID):
+		case r.Since != nil && d.ObservedAt.Before(*r.Since):
+		case r.Until != nil && !d.ObservedAt.Before(*r.Until):
+		default:
+			out = append(out, d)
+		}
+	}
+	// Oldest first, so that a thread's first message is requalified first.
+	slices.SortFunc(out, func(a, b store.Document) int {
+		return cmpTime(a.ObservedAt, b.ObservedAt, a.ID, b.ID)
+	})
+	return out, nil
+}
+
+func cmpTime(a, b time.Time, ida, idb string) int {
+	if c := a.Compare(b); c != 0 {
+		return c
+	}
+	switch {
+	case ida < idb:
+		return -1
+	case ida > idb:
+		return 1
+	}
+	return 0
+}
+
+// replayable are the task states a replay sends back to NEW; tasks that
+// are waiting or running are replayed anyway when their turn comes.
+var replayable = []store.TaskState{store.TaskDone, store.TaskReadyForGPU, store.TaskCompleted, store.TaskFailed, store.TaskCancelled}
+
+// Run replays the request's documents, calling progress after each (and
+// once at the start), and returns the final progress.
+func Run(ctx context.Context, st Store, k *kb.KB, r Request, progress func(Progress)) (Progress, error) {
+	var p Progress
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	if err := r.Validate(); err != nil {
+		return p, err
+	}
+	docs, err := Select(ctx, st, r)
+	if err != nil {
+		return p, err
+	}
+	p.Selected = len(docs)
+	progress(p)
+	if r.Wipe && !r.DryRun {
+		if err := k.Wipe(ctx, r.Client); err != nil {
+			return p, err
+		}
+		p.Wiped = true
+	}
+	reason := "reprocess"
+	for _, d := range docs {
+		if err := ctx.Err(); err != nil {
+			return p, err
+		}
+		tasks, err := st.ListTasks(ctx, store.TaskQuery{Client: r.Client, SourceDoc: d.ID, Limit: 10000})
+		if err != nil {
+			return p, err
+		}
+		var ts []store.TaskTransition
+		for _, t := range tasks {
+			if slices.Contains(replayable, t.State) {
+				ts = append(ts, store.TaskTransition{ID: t.ID, From: t.State, To: store.TaskNew, ResetAttempts: true, Reason: reason})
+			}
+		}
+		docBack := d.State == store.DocIndexed || d.State == store.DocQuarantined
+		if r.DryRun {
+			p.TasksReset += len(ts)
+			if docBack {
+				p.DocumentsReset++
+			}
+			p.Processed++
+			progress(p)
+			continue
+		}
+		if len(ts) > 0 {
+			applied, err := transitioned(len(ts), st.TransitionTasks(ctx, ts))
+			if err != nil {
+				return p, err
+			}
+			p.TasksReset += applied
+			p.Conflicts += len(ts) - applied
+		}
+		if docBack {
+			applied, err := transitioned(1, st.TransitionDocuments(ctx, []store.DocumentTransition{{ID: d.ID, From: d.State, To: store.DocNew, ResetAttempts: true, Reason: reason}}))
+			if err != nil {
+				return p, err
+			}
+			p.DocumentsReset += applied
+			p.Conflicts += 1 - applied
+		}
+		p.Processed++
+		progress(p)
+	}
+	return p, nil
+}
+
+// transitioned reads how many of n transitions applied from their error:
+// stale ones (the item moved meanwhile) are skipped, not failures.
+func transitioned(n int, err error) (int, error) {
+	if err == nil {
+		return n, nil
+	}
+	if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrIllegalTransition) {
+		return 0, err
+	}
+	var skipped interface{ Unwrap() []error }
+	if errors.As(err, &skipped) {
+		return n - len(skipped.Unwrap()), nil
+	}
+	return n - 1, nil
+}

@@ -1,0 +1,254 @@
+package reprocess_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/deploy"
+	"github.com/jervis-dev/jervis/indexers"
+	"github.com/jervis-dev/jervis/internal/reprocess"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/store/sqlite"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed/glove"
+	"github.com/jervis-dev/jervis/kb/graph"
+	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
+	"github.com/jervis-dev/jervis/kb/rag"
+	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
+	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/qualifier"
+)
+
+type env struct {
+	st     *sqlite.Store
+	graph  graph.Store
+	chunks rag.Store
+	kb     *kb.KB
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb, err := glove.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); g.Close(); c.Close() })
+	return env{st: st, graph: g, chunks: c, kb: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: emb, Aliases: st})}
+}
+
+// load stores the demo corpus's emails, issues and pages as client.
+func (e env) load(t *testing.T, client string) int {
+	n := 0
+	for _, dir := range []string{"email", "jira", "confluence"} {
+		err := fs.WalkDir(deploy.Demo(), dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			raw, _ := fs.ReadFile(deploy.Demo(), path)
+			docs, err := filedrop.Parse(path, raw)
+			for _, doc := range docs {
+				doc.Client = client
+				if _, _, err := e.st.PutDocument(t.Context(), doc); err != nil {
+					return err
+				}
+				n++
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+// drain runs the indexers and the qualifier until nothing is waiting.
+func (e env) drain(t *testing.T) store.Stats {
+	t.Helper()
+	ix, err := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 2)
+	go func() { done <- ix.Run(ctx) }()
+	go func() { done <- q.Run(ctx) }()
+	defer func() { cancel(); <-done; <-done }()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		s, err := e.st.Stats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Documents["NEW"]+s.Documents["INDEXING"] == 0 && s.Tasks["NEW"]+s.Tasks["QUALIFICATION_IN_PROGRESS"]+s.Tasks["RETRY"] == 0 {
+			return s
+		}
+	}
+	t.Fatal("the pipeline did not drain")
+	return store.Stats{}
+}
+
+// snapshot lists a client's projection: every node with its chunks and
+// every edge with its evidence, as sorted lines.
+func (e env) snapshot(t *testing.T, client string) []string {
+	t.Helper()
+	g := e.graph.For(client)
+	var out []string
+	after := ""
+	for {
+		page, err := g.ListNodes(t.Context(), graph.NodeQuery{After: after, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, n := range page {
+			out = append(out, "node "+n.Key+" "+strings.Join(n.RAGChunks, ","))
+			hood, err := g.Neighbors(t.Context(), graph.NeighborQuery{Start: []string{n.Key}, Depth: 1, Direction: graph.Out, Limit: 100000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ed := range hood.Edges {
+				if ed.From == n.Key {
+					out = append(out, "edge "+ed.Key()+" "+strings.Join(ed.EvidenceChunkIDs, ","))
+				}
+			}
+		}
+		after = page[len(page)-1].Key
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func TestWipeAndReprocessRebuildsTheSameProjection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	docs := e.load(t, "demo")
+	e.load(t, "other") // a second client, untouched by demo's replay
+	before := e.drain(t)
+	want := e.snapshot(t, "demo")
+	other := e.snapshot(t, "other")
+	if len(want) < 1000 {
+		t.Fatalf("a projection of %d lines is too small to prove anything", len(want))
+	}
+
+	// A dry run counts and changes nothing.
+	dry, err := reprocess.Run(t.Context(), e.st, e.kb, reprocess.Request{Client: "demo", DryRun: true, Wipe: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry.Selected != docs || dry.Processed != docs || dry.DocumentsReset != docs || dry.TasksReset != int(finished(before.TasksByClient["demo"])) || dry.Wiped {
+		t.Fatalf("dry run %+v for %d documents, stats before %v", dry, docs, before.Tasks)
+	}
+	if after, _ := e.st.Stats(t.Context()); fmt.Sprint(after.Tasks) != fmt.Sprint(before.Tasks) || !slices.Equal(e.snapshot(t, "demo"), want) {
+		t.Fatalf("the dry run changed something: %v", after.Tasks)
+	}
+
+	// Wipe and replay: progress advances one document at a time.
+	var seen []int
+	p, err := reprocess.Run(t.Context(), e.st, e.kb, reprocess.Request{Client: "demo", Wipe: true}, func(p reprocess.Progress) { seen = append(seen, p.Processed) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Wiped || p.Processed != docs || p.DocumentsReset != docs || p.TasksReset != dry.TasksReset || p.Conflicts != 0 || len(seen) != docs+1 || !slices.IsSorted(seen) {
+		t.Fatalf("replay %+v, progress calls %d", p, len(seen))
+	}
+	if counts, _ := e.graph.For("demo").CountByType(t.Context()); len(counts) != 0 {
+		t.Fatalf("wiped graph still has %v", counts)
+	}
+	e.drain(t)
+	got := e.snapshot(t, "demo")
+	if !slices.Equal(got, want) {
+		missing, extra := diff(want, got), diff(got, want)
+		t.Fatalf("rebuilt projection differs: %d lines missing (e.g. %.3q), %d extra (e.g. %.3q)", len(missing), missing, len(extra), extra)
+	}
+	if !slices.Equal(e.snapshot(t, "other"), other) {
+		t.Fatal("another client's projection changed")
+	}
+}
+
+func TestSelectTakesTheLatestVersionsInRange(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	day := func(d int) time.Time { return time.Date(2026, 11, d, 12, 0, 0, 0, time.UTC) }
+	put := func(ext, body string, observed time.Time, src store.SourceType) store.Document {
+		d, _, err := e.st.PutDocument(t.Context(), store.Document{Client: "acme", SourceType: src, ExternalID: ext, Raw: []byte(body), ObservedAt: observed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	put("a", "v1", day(1), store.SourceFile)
+	a2 := put("a", "v2", day(2), store.SourceFile)
+	b := put("b", "only", day(3), store.SourceFile)
+	j := put("OPS-1", "issue", day(4), store.SourceJira)
+	for _, tc := range []struct {
+		req  reprocess.Request
+		want []string
+	}{
+		{reprocess.Request{Client: "acme"}, []string{a2.ID, b.ID, j.ID}},
+		{reprocess.Request{Client: "acme", SourceType: "FILE"}, []string{a2.ID, b.ID}},
+		{reprocess.Request{Client: "acme", Since: new(day(3))}, []string{b.ID, j.ID}},
+		{reprocess.Request{Client: "acme", Until: new(day(3))}, []string{a2.ID}},
+		{reprocess.Request{Client: "acme", DocumentIDs: []string{j.ID, "unknown"}}, []string{j.ID}},
+	} {
+		docs, err := reprocess.Select(t.Context(), e.st, tc.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, d := range docs {
+			ids = append(ids, d.ID)
+		}
+		if !slices.Equal(ids, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.req, ids, tc.want)
+		}
+	}
+	for _, bad := range []reprocess.Request{
+		{Client: "Bad Client!"}, {Client: "acme", SourceType: "FAX"}, {Client: "acme", Wipe: true, SourceType: "FILE"},
+		{Client: "acme", Since: new(day(3)), Until: new(day(2))},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v: accepted", bad)
+		}
+	}
+}
+
+// finished counts the tasks a replay sends back.
+func finished(c store.Counts) int64 {
+	return c["DONE"] + c["READY_FOR_GPU"] + c["COMPLETED"] + c["FAILED"] + c["CANCELLED"]
+}
+
+func diff(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if _, ok := slices.BinarySearch(b, x); !ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
