@@ -3,7 +3,9 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/internal/store"
@@ -115,5 +117,64 @@ func TestAdminRetriesAndCancelsTasks(t *testing.T) {
 	}
 	if code, body := act("retry", f.acme.task, `{}`); code != http.StatusBadRequest {
 		t.Fatalf("no client: %d %v", code, body)
+	}
+}
+
+func TestReprocessJobs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	wait := func(id string) map[string]any {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			code, job := call(t, "GET", f.url+"/admin/v1/jobs/"+id, f.admin, "")
+			if code != http.StatusOK {
+				t.Fatalf("job %s: %d %v", id, code, job)
+			}
+			if job["state"] != api.JobRunning {
+				return job
+			}
+		}
+		t.Fatalf("job %s still running", id)
+		return nil
+	}
+	code, job := call(t, "POST", f.url+"/admin/v1/reprocess", f.admin, `{"client":"acme","dryRun":true,"wipe":true}`)
+	if code != http.StatusAccepted || job["id"] == nil {
+		t.Fatalf("start: %d %v", code, job)
+	}
+	done := wait(job["id"].(string))
+	p := done["progress"].(map[string]any)
+	if done["state"] != api.JobDone || p["selected"] != 1.0 || p["processed"] != 1.0 || p["wiped"] != false {
+		t.Fatalf("dry run: %v", done)
+	}
+	if code, _ := call(t, "GET", f.url+"/api/v1/nodes/"+url.PathEscape(f.acme.node), f.acme.key, ""); code != http.StatusOK {
+		t.Fatalf("the dry run wiped: %d", code)
+	}
+	_, job = call(t, "POST", f.url+"/admin/v1/reprocess", f.admin, `{"client":"acme","wipe":true}`)
+	if done := wait(job["id"].(string)); done["state"] != api.JobDone || done["progress"].(map[string]any)["wiped"] != true {
+		t.Fatalf("wipe: %v", done)
+	}
+	if code, _ := call(t, "GET", f.url+"/api/v1/nodes/"+url.PathEscape(f.acme.node), f.acme.key, ""); code != http.StatusNotFound {
+		t.Fatalf("acme's node after the wipe: %d", code)
+	}
+	if code, _ := call(t, "GET", f.url+"/api/v1/nodes/"+url.PathEscape(f.globex.node), f.globex.key, ""); code != http.StatusOK {
+		t.Fatalf("globex's node after acme's wipe: %d", code)
+	}
+	_, jobs := call(t, "GET", f.url+"/admin/v1/jobs", f.admin, "")
+	if items := jobs["items"].([]any); len(items) != 2 || items[0].(map[string]any)["id"] != job["id"] {
+		t.Fatalf("jobs, newest first: %v", jobs)
+	}
+	for _, tc := range []struct{ body, field string }{
+		{`{"client":"acme","wipe":true,"sourceType":"EMAIL"}`, "wipe"},
+		{`{"client":"acme","sourceType":"FAX"}`, "sourceType"},
+		{`{"client":"acme","since":"yesterday"}`, "body"},
+		{`{}`, "client"},
+	} {
+		code, body := call(t, "POST", f.url+"/admin/v1/reprocess", f.admin, tc.body)
+		if _, field := errorOf(body); code != http.StatusBadRequest || field != tc.field {
+			t.Errorf("%s: %d %v, want 400 naming %s", tc.body, code, body, tc.field)
+		}
+	}
+	if code, _ := call(t, "GET", f.url+"/admin/v1/jobs/job_nope", f.admin, ""); code != http.StatusNotFound {
+		t.Fatalf("unknown job: %d", code)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -101,7 +102,7 @@ func newFixture(t *testing.T, tweak func(*api.Config)) fixture {
 		}
 		*tc.tn = tenant{key: secret, node: res.MainNode, edge: graph.EdgeKey("sent", "person:ann", res.MainNode), chunk: res.Chunks[0], doc: doc.ID, task: taskID}
 	}
-	cfg := api.Config{Store: st, KB: k, Graph: g, Chunks: c}
+	cfg := api.Config{Store: st, KB: k, Graph: g, Chunks: c, Logger: slog.New(slog.DiscardHandler)}
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -29,6 +30,9 @@ type Config struct {
 	RateBurst int
 	// CORSOrigins may call the API from a browser ("*" for any).
 	CORSOrigins []string
+	// BaseContext bounds background work (reprocess jobs): cancel it to
+	// stop them, then Wait. Default: never cancelled.
+	BaseContext context.Context
 	// EventPoll is how often an event stream looks for new events (default
 	// 250ms); KeepAlive how long it stays silent at most (default 15s).
 	EventPoll, KeepAlive time.Duration
@@ -41,6 +45,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	limiter *limiter
+	jobs    jobs
 }
 
 // New returns the API.
@@ -49,6 +54,9 @@ func New(cfg Config) *Server {
 	cfg.MaxIngestBytes = cmp.Or(cfg.MaxIngestBytes, 24<<20)
 	cfg.RateLimit = cmp.Or(cfg.RateLimit, 50)
 	cfg.RateBurst = cmp.Or(cfg.RateBurst, 100)
+	if cfg.BaseContext == nil {
+		cfg.BaseContext = context.Background()
+	}
 	cfg.EventPoll = cmp.Or(cfg.EventPoll, 250*time.Millisecond)
 	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, 15*time.Second)
 	return &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), limiter: newLimiter(cfg.RateLimit, cfg.RateBurst)}
@@ -84,6 +92,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 	admin("GET /admin/v1/stats", s.stats)
 	admin("POST /admin/v1/tasks/{id}/retry", s.taskAction(store.TaskNew))
 	admin("POST /admin/v1/tasks/{id}/cancel", s.taskAction(store.TaskCancelled))
+	admin("POST /admin/v1/reprocess", s.reprocess)
+	admin("GET /admin/v1/jobs", s.jobList)
+	admin("GET /admin/v1/jobs/{id}", s.job)
 	admin("GET /admin/v1/clients", s.clients)
 	admin("POST /admin/v1/clients", s.createClient)
 	admin("GET /admin/v1/clients/{client}/keys", s.keys)

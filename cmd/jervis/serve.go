@@ -127,8 +127,10 @@ func (a *app) serve(parent context.Context) error {
 		if rate == 0 {
 			rate = -1 // no limit
 		}
-		api.New(api.Config{Store: st, KB: k.KB, Graph: k.graph, Chunks: k.chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
-			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, Logger: log}).Register(mux)
+		apiServer := api.New(api.Config{Store: st, KB: k.KB, Graph: k.graph, Chunks: k.chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
+			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, BaseContext: ctx, Logger: log})
+		apiServer.Register(mux)
+		defer apiServer.Wait() // reprocess jobs end with ctx, before the stores close
 	}
 	srv := &http.Server{
 		Handler:           mux,
