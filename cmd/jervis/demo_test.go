@@ -84,3 +84,27 @@ func TestServeDemo(t *testing.T) {
 		t.Fatalf("restart re-imported: %v", second.Documents)
 	}
 }
+
+func TestReprocessCommand(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	if code, _, errOut := runCLI(t, nil, "import", "--data", data, "--client", "demo", "../../deploy/demo/jira"); code != 0 {
+		t.Fatalf("import: %s", errOut)
+	}
+	code, out, errOut := runCLI(t, nil, "reprocess", "--data", data, "--client", "demo", "--dry-run", "--wipe")
+	if code != 0 || !strings.Contains(out, "demo: 36 documents selected; would send back (dry run) 36 documents to the indexers and 0 tasks") {
+		t.Fatalf("dry run: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, nil, "reprocess", "--data", data, "--client", "demo", "--source-type", "JIRA", "--since", "2020-01-01T00:00:00Z")
+	if code != 0 || !strings.Contains(out, "36 documents selected; sent back 36 documents") {
+		t.Fatalf("reprocess: %d %s", code, out)
+	}
+	if st := statusOf(t, data); st.Documents["NEW"] != 36 {
+		t.Fatalf("after reprocess: %v", st.Documents)
+	}
+	for _, bad := range [][]string{{"--client", "demo", "--since", "yesterday"}, {"--client", "demo", "--wipe", "--source-type", "JIRA"}, {}} {
+		if code, _, errOut := runCLI(t, nil, append([]string{"reprocess", "--data", data}, bad...)...); code == 0 || errOut == "" {
+			t.Fatalf("%v accepted", bad)
+		}
+	}
+}

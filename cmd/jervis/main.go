@@ -65,7 +65,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.dataDir, "data", "", `directory of the embedded stores (default "./data")`)
 	f.StringVar(&a.logLevel, "log-level", "", `debug, info, warn or error (default "info")`)
 	f.StringVar(&a.logFormat, "log-format", "", `text or json (default "text")`)
-	root.AddCommand(a.serveCommand(), a.statusCommand(), a.importCommand(), a.searchCommand(), a.versionCommand())
+	root.AddCommand(a.serveCommand(), a.statusCommand(), a.importCommand(), a.searchCommand(), a.reprocessCommand(), a.versionCommand())
 	return root
 }
 

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/jervis-dev/jervis/internal/reprocess"
+)
+
+func (a *app) reprocessCommand() *cobra.Command {
+	var req reprocess.Request
+	var since, until string
+	cmd := &cobra.Command{
+		Use:   "reprocess --client C [--source-type T] [--since T] [--until T] [--dry-run] [--wipe]",
+		Short: "Replay a client's source documents through the indexers and the qualifier",
+		Long: `reprocess sends the latest version of each selected source document back to the
+indexers, and its finished tasks back to the qualifier, so that a running serve (or the
+next one) rebuilds what they produced — under the same node keys, edge keys and chunk
+IDs. --wipe deletes the client's knowledge base first (only when replaying all of its
+documents). --dry-run counts and changes nothing. The REST API's
+POST /admin/v1/reprocess does the same as a job.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, t := range []struct {
+				flag, v string
+				to      **time.Time
+			}{{"--since", since, &req.Since}, {"--until", until, &req.Until}} {
+				if t.v == "" {
+					continue
+				}
+				at, err := time.Parse(time.RFC3339, t.v)
+				if err != nil {
+					return fmt.Errorf("%s: %q is not an RFC 3339 time (2026-11-01T00:00:00Z)", t.flag, t.v)
+				}
+				*t.to = &at
+			}
+			if err := req.Validate(); err != nil {
+				return err
+			}
+			st, err := a.openStore(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			k, err := a.openKB(cmd.Context(), st)
+			if err != nil {
+				return err
+			}
+			defer k.close()
+			var bar *progressbar.ProgressBar
+			p, err := reprocess.Run(cmd.Context(), st, k.KB, req, func(p reprocess.Progress) {
+				if bar == nil {
+					bar = a.progress(p.Selected, "reprocessing")
+				}
+				bar.Set(p.Processed)
+			})
+			if bar != nil {
+				bar.Finish()
+			}
+			if err != nil {
+				return err
+			}
+			verb := "sent back"
+			if req.DryRun {
+				verb = "would send back (dry run)"
+			}
+			fmt.Fprintf(a.stdout, "%s: %d documents selected; %s %d documents to the indexers and %d tasks to the qualifier; %d changed meanwhile and were left", req.Client,
+				p.Selected, verb, p.DocumentsReset, p.TasksReset, p.Conflicts)
+			if p.Wiped {
+				fmt.Fprint(a.stdout, "; knowledge base wiped")
+			}
+			fmt.Fprintln(a.stdout)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Client, "client", "", "client whose documents to replay (required)")
+	f.StringVar(&req.SourceType, "source-type", "", "only this source type: EMAIL, JIRA, CONFLUENCE, GIT or FILE")
+	f.StringSliceVar(&req.DocumentIDs, "document", nil, "only these document IDs")
+	f.StringVar(&since, "since", "", "only documents observed at or after this time (RFC 3339)")
+	f.StringVar(&until, "until", "", "only documents observed before this time (RFC 3339)")
+	f.BoolVar(&req.DryRun, "dry-run", false, "count, change nothing")
+	f.BoolVar(&req.Wipe, "wipe", false, "delete the client's knowledge base first")
+	return cmd
+}
