@@ -2,12 +2,14 @@ package api
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
 )
 
 func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
@@ -181,4 +183,20 @@ func (s *Server) taskAction(to store.TaskState) handlerFunc {
 		}
 		return s.cfg.Store.GetTask(r.Context(), req.Client, t.ID)
 	}
+}
+
+// pollNow asks for a poll of a connection as soon as it is free (requests
+// coalesce); the poll's outcome shows in the connection's events and in
+// /admin/v1/stats.
+func (s *Server) pollNow(r *http.Request, _ Principal) (any, error) {
+	if s.cfg.PollNow == nil {
+		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this process runs no pollers: ask the one with role pollers"}
+	}
+	id := r.PathValue("id")
+	if err := s.cfg.PollNow(id); errors.Is(err, pollers.ErrUnknownConnection) {
+		return nil, notFound("connection " + id)
+	} else if err != nil {
+		return nil, err
+	}
+	return status{code: http.StatusAccepted, body: map[string]string{"connection": id, "status": "poll requested"}}, nil
 }

@@ -174,6 +174,9 @@ func TestReprocessJobs(t *testing.T) {
 			t.Errorf("%s: %d %v, want 400 naming %s", tc.body, code, body, tc.field)
 		}
 	}
+	if code, body := call(t, "POST", f.url+"/admin/v1/connections/mail/poll", f.admin, ""); code != http.StatusConflict {
+		t.Fatalf("poll now in a process without pollers: %d %v", code, body)
+	}
 	if code, _ := call(t, "GET", f.url+"/admin/v1/jobs/job_nope", f.admin, ""); code != http.StatusNotFound {
 		t.Fatalf("unknown job: %d", code)
 	}

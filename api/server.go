@@ -30,6 +30,9 @@ type Config struct {
 	RateBurst int
 	// CORSOrigins may call the API from a browser ("*" for any).
 	CORSOrigins []string
+	// PollNow asks the pollers of this process for a poll of a connection
+	// (pollers.Scheduler.PollNow); nil when this process runs no pollers.
+	PollNow func(connection string) error
 	// BaseContext bounds background work (reprocess jobs): cancel it to
 	// stop them, then Wait. Default: never cancelled.
 	BaseContext context.Context
@@ -93,6 +96,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	admin("POST /admin/v1/tasks/{id}/retry", s.taskAction(store.TaskNew))
 	admin("POST /admin/v1/tasks/{id}/cancel", s.taskAction(store.TaskCancelled))
 	admin("POST /admin/v1/reprocess", s.reprocess)
+	admin("POST /admin/v1/connections/{id}/poll", s.pollNow)
 	admin("GET /admin/v1/jobs", s.jobList)
 	admin("GET /admin/v1/jobs/{id}", s.job)
 	admin("GET /admin/v1/clients", s.clients)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -92,4 +94,55 @@ func TestServeDemoAnswersSearchOverTheAPI(t *testing.T) {
 	if strings.Contains(logged.String(), "jvk_") {
 		t.Fatalf("a key secret reached the log:\n%s", logged.String())
 	}
+}
+
+func TestPollNowOverTheAPI(t *testing.T) {
+	t.Parallel()
+	data, drop := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(drop, "one.md"), []byte("# One\n\nThe first note."), 0o644)
+	conf := filepath.Join(t.TempDir(), "jervis.yaml")
+	os.WriteFile(conf, []byte(fmt.Sprintf("connections:\n  - id: drop\n    client: acme\n    type: filedrop\n    schedule: \"@every 1h\"\n    filedrop:\n      path: %s\n", drop)), 0o644)
+	const admin = "jvk_test-admin-key-0123456789"
+	cmd := jervis(t, "serve", "--config", conf, "--data", data, "--listen", "127.0.0.1:0", "--roles", "pollers,indexers,api", "--log-format", "json")
+	cmd.Env = append(cmd.Env, "JERVIS_ADMIN_KEY="+admin)
+	lines := jsonLogs(t, cmd)
+	defer cmd.Process.Kill()
+	addr := waitLog(t, lines, "jervis serving")["addr"].(string)
+	go func() {
+		for range lines {
+		}
+	}()
+	indexed := func(n int64) bool {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if statusOf(t, data).Documents["INDEXED"] == n {
+				return true
+			}
+		}
+		return false
+	}
+	if !indexed(1) {
+		t.Fatal("the first poll did not index one.md")
+	}
+	os.WriteFile(filepath.Join(drop, "two.md"), []byte("# Two\n\nThe second note."), 0o644)
+	post := func(path string) int {
+		req, _ := http.NewRequest("POST", "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/admin/v1/connections/drop/poll"); code != http.StatusAccepted {
+		t.Fatalf("poll now: %d", code)
+	}
+	if !indexed(2) {
+		t.Fatal("poll now did not pick up two.md (the schedule is hourly)")
+	}
+	if code := post("/admin/v1/connections/nope/poll"); code != http.StatusNotFound {
+		t.Fatalf("unknown connection: %d", code)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
 }

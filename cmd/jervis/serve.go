@@ -106,12 +106,14 @@ func (a *app) serve(parent context.Context) error {
 		}
 		components = append(components, q)
 	}
+	var pollNow func(string) error
 	if a.cfg.HasRole("pollers") {
 		sched, err := a.scheduler(st, wake)
 		if err != nil {
 			return err
 		}
 		components = append(components, sched)
+		pollNow = sched.PollNow
 	}
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
@@ -128,7 +130,7 @@ func (a *app) serve(parent context.Context) error {
 			rate = -1 // no limit
 		}
 		apiServer := api.New(api.Config{Store: st, KB: k.KB, Graph: k.graph, Chunks: k.chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
-			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, BaseContext: ctx, Logger: log})
+			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, BaseContext: ctx, Logger: log})
 		apiServer.Register(mux)
 		defer apiServer.Wait() // reprocess jobs end with ctx, before the stores close
 	}
