@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -70,6 +71,16 @@ func printStats(w io.Writer, s store.Stats) error {
 	table(tw, "DOCUMENTS", docStates, map[string]store.Counts{"all": s.Documents}, s.DocumentsBySource, s.DocumentsByClient)
 	fmt.Fprintln(tw)
 	table(tw, "TASKS", taskStates, map[string]store.Counts{"all": s.Tasks}, s.TasksByKind, s.TasksByClient)
+	if len(s.OldestWaiting) > 0 || len(s.Failures) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "QUEUE\tOLDEST WAITING / FAILED")
+		for _, k := range slices.Sorted(maps.Keys(s.OldestWaiting)) {
+			fmt.Fprintf(tw, "%s\t%s\n", k, time.Since(s.OldestWaiting[k]).Round(time.Second))
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.Failures)) {
+			fmt.Fprintf(tw, "%s\t%d failed\n", k, s.Failures[k])
+		}
+	}
 	if len(s.ModelUsage) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "MODEL USAGE	TASKS	CALLS	CALLS/TASK	PROMPT TOKENS	OUTPUT TOKENS")

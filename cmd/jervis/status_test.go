@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
 )
@@ -27,5 +28,20 @@ func TestStatusPrintsModelUsageWhenThereIsAny(t *testing.T) {
 	}
 	if strings.Join(row, " ") != "DATA_PROCESSING 4 5 1.25 1600 120" {
 		t.Fatalf("model usage row %q in:\n%s", row, out.String())
+	}
+}
+
+func TestStatusPrintsWaitingAndFailures(t *testing.T) {
+	s := store.NewStats()
+	s.OldestWaiting["tasks.READY_FOR_GPU"] = time.Now().Add(-90 * time.Second)
+	s.Failures["documents.bad_mime"] = 3
+	var out strings.Builder
+	if err := printStats(&out, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tasks.READY_FOR_GPU  1m30s", "documents.bad_mime   3 failed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("no %q in:\n%s", want, out.String())
+		}
 	}
 }

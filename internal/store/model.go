@@ -248,6 +248,13 @@ type Stats struct {
 	// ModelUsage sums what tasks spent on models, per task kind; kinds
 	// whose tasks made no model call are absent.
 	ModelUsage map[string]UsageTotals `json:"modelUsage"`
+	// OldestWaiting is when the longest-waiting item of each queue last
+	// moved ("documents.NEW", "tasks.NEW", "tasks.RETRY",
+	// "tasks.READY_FOR_GPU"); queues that are empty are absent.
+	OldestWaiting map[string]time.Time `json:"oldestWaiting"`
+	// Failures counts quarantined documents and failed tasks by error class
+	// ("documents.<class>", "tasks.<class>").
+	Failures map[string]int64 `json:"failures"`
 }
 
 // UsageTotals is what the tasks of one kind spent on models.
@@ -276,6 +283,8 @@ func NewStats() Stats {
 		TasksByKind:       map[string]Counts{},
 		TasksByClient:     map[string]Counts{},
 		ModelUsage:        map[string]UsageTotals{},
+		OldestWaiting:     map[string]time.Time{},
+		Failures:          map[string]int64{},
 	}
 	for _, st := range DocumentStates {
 		s.Documents[string(st)] = 0

@@ -306,55 +306,72 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
 // Stats implements store.Store.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	st := store.NewStats()
-	rows, err := s.db.R.QueryContext(ctx, `SELECT client, source_type, state, count(*) FROM documents GROUP BY client, source_type, state`)
-	if err != nil {
-		return st, s.db.Explain("stats", err)
-	}
-	for rows.Next() {
+	err := s.each(ctx, `SELECT client, source_type, state, count(*) FROM documents GROUP BY client, source_type, state`, func(rows *sql.Rows) error {
 		var client, source, state string
 		var n int64
-		if err := rows.Scan(&client, &source, &state, &n); err != nil {
-			rows.Close()
-			return st, s.db.Explain("stats", err)
-		}
+		err := rows.Scan(&client, &source, &state, &n)
 		st.AddDocuments(client, store.SourceType(source), store.DocumentState(state), n)
+		return err
+	})
+	if err == nil {
+		err = s.each(ctx, `SELECT client, kind, state, count(*) FROM tasks GROUP BY client, kind, state`, func(rows *sql.Rows) error {
+			var client, kind, state string
+			var n int64
+			err := rows.Scan(&client, &kind, &state, &n)
+			st.AddTasks(client, store.TaskKind(kind), store.TaskState(state), n)
+			return err
+		})
 	}
-	rows.Close()
-	rows, err = s.db.R.QueryContext(ctx, `SELECT client, kind, state, count(*) FROM tasks GROUP BY client, kind, state`)
+	if err == nil {
+		err = s.each(ctx, `SELECT kind, count(*), sum(coalesce(json_extract(usage, '$.modelCalls'), 0)),
+			sum(coalesce(json_extract(usage, '$.promptTokens'), 0)), sum(coalesce(json_extract(usage, '$.outputTokens'), 0))
+			FROM tasks GROUP BY kind`, func(rows *sql.Rows) error {
+			var kind string
+			var u store.UsageTotals
+			err := rows.Scan(&kind, &u.Tasks, &u.ModelCalls, &u.PromptTokens, &u.OutputTokens)
+			if u.ModelCalls > 0 {
+				st.ModelUsage[kind] = u
+			}
+			return err
+		})
+	}
+	if err == nil {
+		err = s.each(ctx, `
+			SELECT 'documents.' || state, min(updated_at), 0 FROM documents WHERE state = 'NEW' GROUP BY state
+			UNION ALL SELECT 'tasks.' || state, min(updated_at), 0 FROM tasks WHERE state IN ('NEW', 'RETRY', 'READY_FOR_GPU') GROUP BY state
+			UNION ALL SELECT 'documents.' || coalesce(json_extract(error, '$.class'), 'unknown'), 0, count(*) FROM documents WHERE state = 'QUARANTINED' GROUP BY 1
+			UNION ALL SELECT 'tasks.' || coalesce(json_extract(last_error, '$.class'), 'unknown'), 0, count(*) FROM tasks WHERE state = 'FAILED' GROUP BY 1`,
+			func(rows *sql.Rows) error {
+				var key string
+				var oldest, failures int64
+				err := rows.Scan(&key, &oldest, &failures)
+				if failures > 0 {
+					st.Failures[key] = failures
+				} else {
+					st.OldestWaiting[key] = sqlitedb.Time(oldest)
+				}
+				return err
+			})
+	}
 	if err != nil {
 		return st, s.db.Explain("stats", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var client, kind, state string
-		var n int64
-		if err := rows.Scan(&client, &kind, &state, &n); err != nil {
-			return st, s.db.Explain("stats", err)
-		}
-		st.AddTasks(client, store.TaskKind(kind), store.TaskState(state), n)
-	}
-	if err := rows.Err(); err != nil {
-		return st, s.db.Explain("stats", err)
-	}
-	rows.Close()
-	rows, err = s.db.R.QueryContext(ctx, `SELECT kind, count(*), sum(coalesce(json_extract(usage, '$.modelCalls'), 0)),
-		sum(coalesce(json_extract(usage, '$.promptTokens'), 0)), sum(coalesce(json_extract(usage, '$.outputTokens'), 0))
-		FROM tasks GROUP BY kind`)
+	return st, nil
+}
+
+// each runs a read query and calls scan for every row.
+func (s *Store) each(ctx context.Context, query string, scan func(*sql.Rows) error) error {
+	rows, err := s.db.R.QueryContext(ctx, query)
 	if err != nil {
-		return st, s.db.Explain("stats", err)
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var kind string
-		var u store.UsageTotals
-		if err := rows.Scan(&kind, &u.Tasks, &u.ModelCalls, &u.PromptTokens, &u.OutputTokens); err != nil {
-			return st, s.db.Explain("stats", err)
-		}
-		if u.ModelCalls > 0 {
-			st.ModelUsage[kind] = u
+		if err := scan(rows); err != nil {
+			return err
 		}
 	}
-	return st, rows.Err()
+	return rows.Err()
 }
 
 // AddLinkPattern implements store.LinkPatterns.

@@ -866,6 +866,23 @@ func testStats(t *testing.T, s store.Store) {
 	if st.DocumentsBySource["JIRA"]["NEW"] != 1 || st.DocumentsByClient["acme"]["NEW"] != 2 || st.TasksByKind["DATA_PROCESSING"]["DONE"] != 1 {
 		t.Fatalf("breakdowns: %+v %+v %+v", st.DocumentsBySource, st.DocumentsByClient, st.TasksByKind)
 	}
+	if oldest := st.OldestWaiting["documents.NEW"]; oldest.IsZero() || time.Since(oldest) > time.Minute || len(st.OldestWaiting) != 1 {
+		t.Fatalf("oldest waiting: %v", st.OldestWaiting)
+	}
+	// A quarantined document and a failed task count by their error class.
+	d := must(s.ClaimDocuments(ctx(t), claimAt(time.Now(), "ix", 1)))(t)[0]
+	bad := &store.ErrorInfo{Class: "bad_mime", Message: "no boundary"}
+	if err := s.TransitionDocuments(ctx(t), []store.DocumentTransition{{ID: d.ID, From: store.DocIndexing, To: store.DocQuarantined, Owner: "ix", Error: bad}}); err != nil {
+		t.Fatal(err)
+	}
+	running := must(s.ListTasks(ctx(t), store.TaskQuery{State: store.TaskQualifying}))(t)[0]
+	if err := s.TransitionTasks(ctx(t), []store.TaskTransition{{ID: running.ID, From: store.TaskQualifying, To: store.TaskFailed, Owner: "q", Error: &store.ErrorInfo{Class: "bad_content"}}}); err != nil {
+		t.Fatal(err)
+	}
+	st = must(s.Stats(ctx(t)))(t)
+	if st.Failures["documents.bad_mime"] != 1 || st.Failures["tasks.bad_content"] != 1 || len(st.Failures) != 2 {
+		t.Fatalf("failures: %v", st.Failures)
+	}
 }
 
 func eventsOf(t *testing.T, s store.Store, id, typ string) []store.Event {
