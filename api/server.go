@@ -30,6 +30,8 @@ type Config struct {
 	RateBurst int
 	// CORSOrigins may call the API from a browser ("*" for any).
 	CORSOrigins []string
+	// Metrics serves GET /metrics (admin keys only); nil: no route.
+	Metrics http.Handler
 	// PollNow asks the pollers of this process for a poll of a connection
 	// (pollers.Scheduler.PollNow); nil when this process runs no pollers.
 	PollNow func(connection string) error
@@ -95,6 +97,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 	admin("GET /admin/v1/stats", s.stats)
 	admin("POST /admin/v1/tasks/{id}/retry", s.taskAction(store.TaskNew))
 	admin("POST /admin/v1/tasks/{id}/cancel", s.taskAction(store.TaskCancelled))
+	if s.cfg.Metrics != nil {
+		mux.Handle("GET /metrics", s.authenticate(store.RoleAdmin, s.cfg.Metrics))
+	}
 	admin("POST /admin/v1/reprocess", s.reprocess)
 	admin("POST /admin/v1/connections/{id}/poll", s.pollNow)
 	admin("GET /admin/v1/jobs", s.jobList)

@@ -39,6 +39,8 @@ type Config struct {
 	// before they are handed back (default 10s).
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// Observe is told how each document's indexing ended (metrics).
+	Observe func(stage string, outcome worker.Outcome, took time.Duration)
 }
 
 // ClassMalformed is the error class of documents quarantined because their
@@ -63,6 +65,7 @@ func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
 		PollInterval:    cfg.PollInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		Logger:          cfg.Logger,
+		Observe:         cfg.Observe,
 	})
 }
 

@@ -48,6 +48,9 @@ type Config struct {
 	// MaxPages bounds the pages one poll fetches before yielding (default 100).
 	MaxPages int
 	Logger   *slog.Logger
+	// Observe, when set, is told how each poll ended: EventPollFinished or
+	// EventPollFailed, with its result (metrics).
+	Observe func(connection, outcome string, r PollResult)
 }
 
 // Scheduler runs every connection's polls. Create it with NewScheduler, then
@@ -252,6 +255,9 @@ func (s *Scheduler) storeAll(ctx context.Context, c *conn, docs []store.Document
 }
 
 func (s *Scheduler) record(ctx context.Context, c *conn, typ string, r PollResult) {
+	if s.cfg.Observe != nil && typ != EventPollStarted {
+		s.cfg.Observe(c.ID, typ, r)
+	}
 	data, _ := json.Marshal(r)
 	if _, err := s.cfg.Store.AppendEvent(context.WithoutCancel(ctx), store.Event{Client: c.Client, Aggregate: AggregatePoll, AggregateID: c.ID, Type: typ, Data: data}); err != nil {
 		s.log.ErrorContext(ctx, "record poll event", "connection", c.ID, "err", err)

@@ -66,6 +66,8 @@ type Config struct {
 	PollInterval    time.Duration
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// Observe is told how each task's qualification ended (metrics).
+	Observe func(stage string, outcome worker.Outcome, took time.Duration)
 }
 
 // Qualifier is the worker.Handler of the qualification loop.
@@ -99,7 +101,7 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 	}
 	return worker.New(store.TaskQueue{Tasks: cfg.Store, Stage: store.StageQualify}, &Qualifier{cfg: cfg}, worker.Config{
 		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), LeaseFor: cfg.LeaseFor, BackoffBase: cfg.BackoffBase, PollInterval: cfg.PollInterval,
-		ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger,
+		ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger, Observe: cfg.Observe,
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -142,6 +143,35 @@ func TestPollNowOverTheAPI(t *testing.T) {
 	}
 	if code := post("/admin/v1/connections/nope/poll"); code != http.StatusNotFound {
 		t.Fatalf("unknown connection: %d", code)
+	}
+	// The poll, the indexing and the queues show in the metrics (admin only).
+	get := func(key string) (int, string) {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get(""); code != http.StatusUnauthorized {
+		t.Fatalf("metrics without a key: %d", code)
+	}
+	code, text := get(admin)
+	for _, want := range []string{
+		`jervis_polls_total{connection="drop",result="finished"} 2`,
+		`jervis_poll_documents_total{connection="drop",kind="new_versions"} 2`,
+		`jervis_documents{client="acme",source="FILE",state="INDEXED"} 2`,
+		`jervis_tasks{client="acme",kind="DATA_PROCESSING",state="NEW"} 2`,
+		`jervis_job_duration_seconds_count{outcome="succeeded",stage="indexer"} 2`,
+		`jervis_oldest_waiting_seconds{queue="tasks.NEW"}`,
+		`jervis_store_up 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics (%d) lack %s", code, want)
+		}
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()

@@ -19,6 +19,7 @@ import (
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/config"
+	"github.com/jervis-dev/jervis/internal/metrics"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/confluence"
@@ -73,10 +74,11 @@ func (a *app) serve(parent context.Context) error {
 	type component interface{ Run(context.Context) error }
 	var components []component
 	wake := func() {}
+	m := metrics.New(st.Stats, log)
 	if a.cfg.HasRole("indexers") {
 		ix, err := indexers.New(st, indexers.Config{
 			Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
-			PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log,
+			PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob,
 		})
 		if err != nil {
 			return err
@@ -93,7 +95,7 @@ func (a *app) serve(parent context.Context) error {
 	}
 	if a.cfg.HasRole("qualifier") {
 		qc := qualifier.Config{Store: st, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
-			UncertainLinks: a.cfg.Qualifier.UncertainLinks, PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log}
+			UncertainLinks: a.cfg.Qualifier.UncertainLinks, PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob}
 		if m := a.cfg.Qualifier.Model; m != "" {
 			if qc.Agent, err = agent.New(agent.Config{Host: a.cfg.Qualifier.OllamaHost, Model: m, MaxIterations: a.cfg.Qualifier.MaxIterations, KB: k.KB, Cache: st}); err != nil {
 				return err
@@ -108,7 +110,7 @@ func (a *app) serve(parent context.Context) error {
 	}
 	var pollNow func(string) error
 	if a.cfg.HasRole("pollers") {
-		sched, err := a.scheduler(st, wake)
+		sched, err := a.scheduler(st, wake, m.ObservePoll)
 		if err != nil {
 			return err
 		}
@@ -130,7 +132,7 @@ func (a *app) serve(parent context.Context) error {
 			rate = -1 // no limit
 		}
 		apiServer := api.New(api.Config{Store: st, KB: k.KB, Graph: k.graph, Chunks: k.chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
-			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, BaseContext: ctx, Logger: log})
+			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log})
 		apiServer.Register(mux)
 		defer apiServer.Wait() // reprocess jobs end with ctx, before the stores close
 	}
@@ -219,7 +221,7 @@ func roleWired(role string) bool {
 
 // scheduler builds the configured connections' sources. Secrets are read
 // here, from the environment or files, and go nowhere but the source.
-func (a *app) scheduler(st pollers.Store, wake func()) (*pollers.Scheduler, error) {
+func (a *app) scheduler(st pollers.Store, wake func(), observe func(string, string, pollers.PollResult)) (*pollers.Scheduler, error) {
 	var conns []pollers.Connection
 	for _, c := range a.cfg.Connections {
 		var src pollers.Source
@@ -257,5 +259,5 @@ func (a *app) scheduler(st pollers.Store, wake func()) (*pollers.Scheduler, erro
 	if len(conns) == 0 {
 		a.log.Info("no connections configured; the pollers role has nothing to poll (see connections in deploy/jervis.example.yaml)")
 	}
-	return pollers.NewScheduler(pollers.Config{Store: st, Stored: wake, Logger: a.log}, conns...)
+	return pollers.NewScheduler(pollers.Config{Store: st, Stored: wake, Logger: a.log, Observe: observe}, conns...)
 }

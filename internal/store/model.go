@@ -255,6 +255,18 @@ type Stats struct {
 	// Failures counts quarantined documents and failed tasks by error class
 	// ("documents.<class>", "tasks.<class>").
 	Failures map[string]int64 `json:"failures"`
+	// Groups are the counts before they are summed into the maps above:
+	// per client, source or kind, and state (metrics labels).
+	Groups []StatsGroup `json:"-"`
+}
+
+// StatsGroup counts one client's documents of one source (or tasks of one
+// kind) in one state.
+type StatsGroup struct {
+	Tasks        bool
+	Client, Kind string // Kind: the source type of documents, the kind of tasks
+	State        string
+	N            int64
 }
 
 // UsageTotals is what the tasks of one kind spent on models.
@@ -296,14 +308,16 @@ func NewStats() Stats {
 }
 
 // AddDocuments records n documents of one client and source in a state.
-func (s Stats) AddDocuments(client string, source SourceType, state DocumentState, n int64) {
+func (s *Stats) AddDocuments(client string, source SourceType, state DocumentState, n int64) {
+	s.Groups = append(s.Groups, StatsGroup{Client: client, Kind: string(source), State: string(state), N: n})
 	s.Documents[string(state)] += n
 	add(s.DocumentsBySource, string(source), string(state), n)
 	add(s.DocumentsByClient, client, string(state), n)
 }
 
 // AddTasks records n tasks of one client and kind in a state.
-func (s Stats) AddTasks(client string, kind TaskKind, state TaskState, n int64) {
+func (s *Stats) AddTasks(client string, kind TaskKind, state TaskState, n int64) {
+	s.Groups = append(s.Groups, StatsGroup{Tasks: true, Client: client, Kind: string(kind), State: string(state), N: n})
 	s.Tasks[string(state)] += n
 	add(s.TasksByKind, string(kind), string(state), n)
 	add(s.TasksByClient, client, string(state), n)

@@ -126,6 +126,9 @@ type Config struct {
 	JobTimeout      time.Duration // per-job limit; 0 = none
 	ShutdownTimeout time.Duration // soft shutdown: how long running jobs may finish (default 10s)
 	Logger          *slog.Logger
+	// Observe, when set, is told how each job ended and how long it took
+	// (metrics).
+	Observe func(stage string, outcome Outcome, took time.Duration)
 }
 
 // WithDefaults returns c with every zero field defaulted.
@@ -360,8 +363,12 @@ func (w *Worker[T]) start(jobsCtx context.Context, jobs *sync.WaitGroup, j Job[T
 	jobs.Add(1)
 	go func() {
 		defer jobs.Done()
+		start := time.Now()
 		ack := w.run(jctx, j)
 		cancel(nil)
+		if w.cfg.Observe != nil {
+			w.cfg.Observe(w.cfg.Name, ack.Outcome, time.Since(start))
+		}
 		w.mu.Lock()
 		delete(w.running, j.ID)
 		w.mu.Unlock()
