@@ -33,6 +33,7 @@ type fixture struct {
 	admin        string
 	acme, globex tenant
 	st           *sqlite.Store
+	patterns     []string
 }
 
 func newFixture(t *testing.T, tweak func(*api.Config)) fixture {
@@ -109,6 +110,7 @@ func newFixture(t *testing.T, tweak func(*api.Config)) fixture {
 	s := api.New(cfg)
 	mux := http.NewServeMux()
 	s.Register(mux)
+	f.patterns = s.Patterns()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	f.url = srv.URL

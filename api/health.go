@@ -30,6 +30,9 @@ type Health struct {
 	Checks map[string]CheckResult `json:"checks,omitempty"`
 }
 
+// HealthPatterns are the patterns Routes registers.
+var HealthPatterns = []string{"GET /healthz", "GET /readyz"}
+
 // Routes registers GET /healthz (the process is up) and GET /readyz (every
 // check passes within timeout) on mux.
 func Routes(mux *http.ServeMux, timeout time.Duration, checks ...Check) {

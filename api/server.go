@@ -47,11 +47,16 @@ type Config struct {
 // Server is the REST API: /api/v1 for one client's key, /admin/v1 for admin
 // keys.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	limiter *limiter
-	jobs    jobs
+	cfg      Config
+	log      *slog.Logger
+	limiter  *limiter
+	jobs     jobs
+	patterns []string
 }
+
+// Patterns lists the "METHOD /path" patterns Register added (the OpenAPI
+// test holds the document to them).
+func (s *Server) Patterns() []string { return slices.Clone(s.patterns) }
 
 // New returns the API.
 func New(cfg Config) *Server {
@@ -72,13 +77,17 @@ type handlerFunc func(r *http.Request, p Principal) (any, error)
 
 // Register adds every API route to mux.
 func (s *Server) Register(mux *http.ServeMux) {
-	client := func(pattern string, h handlerFunc) {
-		mux.Handle(pattern, s.cors(s.authenticate(store.RoleClient, s.serve(h, s.cfg.MaxBodyBytes))))
+	route := func(pattern string, h http.Handler) {
+		s.patterns = append(s.patterns, pattern)
+		mux.Handle(pattern, h)
 	}
+	clientLimit := func(pattern string, h http.Handler) { route(pattern, s.cors(s.authenticate(store.RoleClient, h))) }
+	client := func(pattern string, h handlerFunc) { clientLimit(pattern, s.serve(h, s.cfg.MaxBodyBytes)) }
 	admin := func(pattern string, h handlerFunc) {
-		mux.Handle(pattern, s.cors(s.authenticate(store.RoleAdmin, s.serve(h, s.cfg.MaxBodyBytes))))
+		route(pattern, s.cors(s.authenticate(store.RoleAdmin, s.serve(h, s.cfg.MaxBodyBytes))))
 	}
 
+	route("GET /openapi.yaml", http.HandlerFunc(serveOpenAPI))
 	client("POST /api/v1/search", s.search)
 	client("GET /api/v1/search", s.search)
 	client("GET /api/v1/nodes", s.nodes)
@@ -87,19 +96,19 @@ func (s *Server) Register(mux *http.ServeMux) {
 	client("GET /api/v1/paths", s.path)
 	client("GET /api/v1/edges/{key}", s.edge)
 	client("GET /api/v1/chunks/{id}", s.chunk)
-	mux.Handle("POST /api/v1/ingest", s.cors(s.authenticate(store.RoleClient, s.serve(s.ingest, s.cfg.MaxIngestBytes))))
+	clientLimit("POST /api/v1/ingest", s.serve(s.ingest, s.cfg.MaxIngestBytes))
 	client("GET /api/v1/documents", s.documents)
 	client("GET /api/v1/documents/{id}", s.document)
-	mux.Handle("GET /api/v1/events", s.cors(s.authenticate(store.RoleClient, http.HandlerFunc(s.events))))
+	clientLimit("GET /api/v1/events", http.HandlerFunc(s.events))
 	client("GET /api/v1/tasks", s.tasks)
 	client("GET /api/v1/tasks/{id}", s.task)
 
+	if s.cfg.Metrics != nil {
+		route("GET /metrics", s.authenticate(store.RoleAdmin, s.cfg.Metrics))
+	}
 	admin("GET /admin/v1/stats", s.stats)
 	admin("POST /admin/v1/tasks/{id}/retry", s.taskAction(store.TaskNew))
 	admin("POST /admin/v1/tasks/{id}/cancel", s.taskAction(store.TaskCancelled))
-	if s.cfg.Metrics != nil {
-		mux.Handle("GET /metrics", s.authenticate(store.RoleAdmin, s.cfg.Metrics))
-	}
 	admin("POST /admin/v1/reprocess", s.reprocess)
 	admin("POST /admin/v1/connections/{id}/poll", s.pollNow)
 	admin("GET /admin/v1/jobs", s.jobList)
