@@ -3,67 +3,25 @@ package kb_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/benchcorpus"
 	"github.com/jervis-dev/jervis/kb"
 )
 
-// synth writes deterministic documents: paragraphs of Zipf-distributed
-// English words (GloVe's 30,000 most frequent, in frequency order, with the
-// test corpus's words mixed in so queries find something), mentions of
-// people, and one relationship to a Jira issue per document, so search has a
-// graph to expand into.
-type synth struct {
-	rng   *rand.Rand
-	zipf  *rand.Zipf
-	words []string
-}
-
-func newSynth(t testing.TB) *synth {
-	rng := rand.New(rand.NewPCG(1, 2))
-	seen := map[string]bool{}
-	var words []string
-	for _, w := range embedder().Vocabulary(30_000) {
-		if strings.IndexFunc(w, func(r rune) bool { return r < 'a' || r > 'z' }) < 0 {
-			seen[w] = true
-			words = append(words, w)
-		}
-	}
+// synth is the benchmarks' corpus writer: GloVe's 30,000 most frequent
+// words with the search test corpus's words mixed in.
+func newSynth(t testing.TB) *benchcorpus.Synth {
+	var topical []string
 	for _, d := range readJSON[[]corpusDoc](t, "testdata/search/corpus.json") {
-		for _, w := range strings.FieldsFunc(strings.ToLower(d.Content), func(r rune) bool { return r < 'a' || r > 'z' }) {
-			if len(w) > 2 && !seen[w] {
-				seen[w] = true
-				at := 500 + rng.IntN(len(words)-500) // a topical word, not a function word
-				words = slices.Insert(words, at, w)
-			}
-		}
+		topical = append(topical, d.Content)
 	}
-	return &synth{rng: rng, zipf: rand.NewZipf(rng, 1.1, 2, uint64(len(words)-1)), words: words}
-}
-
-func (s *synth) doc(i, paragraphs int) kb.IngestRequest {
-	var b strings.Builder
-	for p := range paragraphs {
-		if p > 0 {
-			b.WriteString("\n\n")
-		}
-		for w := range 30 + s.rng.IntN(30) {
-			if w > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(s.words[s.zipf.Uint64()])
-		}
-		fmt.Fprintf(&b, ". Ask person:p%d.", s.rng.IntN(2000))
-	}
-	fmt.Fprintf(&b, "\n\ndoc:%d|RELATES_TO|jira:proj-%d", i, s.rng.IntN(5000))
-	return kb.IngestRequest{Client: "bench", MainNode: fmt.Sprintf("doc:%d", i), Content: b.String(), SourceType: "FILE", Kind: "body"}
+	return benchcorpus.New(embedder().Vocabulary(30_000), topical)
 }
 
 // BenchmarkIngest reports documents/s and chunks/s for 5-paragraph documents.
@@ -72,7 +30,7 @@ func BenchmarkIngest(b *testing.B) {
 	s := newSynth(b)
 	reqs := make([]kb.IngestRequest, b.N)
 	for i := range reqs {
-		reqs[i] = s.doc(i, 5)
+		reqs[i] = s.Doc("bench", i, 5)
 	}
 	b.ResetTimer()
 	chunks := 0
@@ -106,10 +64,8 @@ func BenchmarkSearch(top *testing.B) {
 				e = newEnvAt(top, dir)
 				s := newSynth(b)
 				have, _ := e.chunks.For("bench").Count(ctx)
-				for i := have / 6; i < size/6; i++ { // 5 paragraphs + the relationship line = 6 chunks
-					if _, err := e.kb.Ingest(ctx, s.doc(i, 5)); err != nil {
-						b.Fatal(err)
-					}
+				if err := benchcorpus.Fill(ctx, e.kb, s, "bench", have, size); err != nil {
+					b.Fatal(err)
 				}
 			}
 			n, _ := e.chunks.For("bench").Count(ctx)
