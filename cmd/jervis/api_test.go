@@ -88,6 +88,24 @@ func TestServeDemoAnswersSearchOverTheAPI(t *testing.T) {
 	if code, _ := get(admin, "/api/v1/search?query=battery"); code != http.StatusForbidden {
 		t.Fatalf("admin key on a client route: %d", code)
 	}
+	// The CLI over the API: the key decides the client.
+	server := "http://" + addr
+	if code, out, errOut := runCLI(t, nil, "search", "--server", server, "--key", demo, "battery range"); code != 0 || !strings.Contains(strings.ToLower(out), "battery range") {
+		t.Fatalf("search --server: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, []string{"JERVIS_API_KEY=" + admin}, "status", "--server", server, "--json"); code != 0 || !strings.Contains(out, `"INDEXED": `) || !strings.Contains(out, `"demo": {`) {
+		t.Fatalf("status --server: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, nil, "reprocess", "--server", server, "--key", admin, "--client", "demo", "--dry-run"); code != 0 ||
+		!strings.Contains(out, "demo: 411 documents selected; would send back (dry run) 411 documents") {
+		t.Fatalf("reprocess --server: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, nil, "status", "--server", server, "--key", demo); code == 0 || !strings.Contains(errOut, "server: 403 forbidden") {
+		t.Fatalf("status with a client key: %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, nil, "search", "--server", server, "x"); code == 0 || !strings.Contains(errOut, "JERVIS_API_KEY") {
+		t.Fatalf("search --server without a key: %d %s", code, errOut)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("serve: %v", err)

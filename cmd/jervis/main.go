@@ -45,6 +45,7 @@ type app struct {
 
 	configPath, dataDir, logLevel, logFormat string
 	demo                                     bool
+	server, key                              string
 
 	cfg config.Config
 	log *slog.Logger
@@ -65,6 +66,8 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.dataDir, "data", "", `directory of the embedded stores (default "./data")`)
 	f.StringVar(&a.logLevel, "log-level", "", `debug, info, warn or error (default "info")`)
 	f.StringVar(&a.logFormat, "log-format", "", `text or json (default "text")`)
+	f.StringVar(&a.server, "server", "", "talk to a running server's REST API (http://host:8080) instead of the local store: search, status, reprocess")
+	f.StringVar(&a.key, "key", "", "API key for --server (or set JERVIS_API_KEY)")
 	root.AddCommand(a.serveCommand(), a.statusCommand(), a.importCommand(), a.searchCommand(), a.reprocessCommand(), a.versionCommand())
 	return root
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/internal/reprocess"
 )
 
@@ -40,6 +42,18 @@ POST /admin/v1/reprocess does the same as a job.`,
 			if err := req.Validate(); err != nil {
 				return err
 			}
+			srv, err := a.remote()
+			if err != nil {
+				return err
+			}
+			if srv != nil {
+				p, err := a.remoteReprocess(cmd.Context(), srv, req)
+				if err != nil {
+					return err
+				}
+				a.printReprocess(req, p)
+				return nil
+			}
 			st, err := a.openStore(cmd.Context(), false)
 			if err != nil {
 				return err
@@ -63,16 +77,7 @@ POST /admin/v1/reprocess does the same as a job.`,
 			if err != nil {
 				return err
 			}
-			verb := "sent back"
-			if req.DryRun {
-				verb = "would send back (dry run)"
-			}
-			fmt.Fprintf(a.stdout, "%s: %d documents selected; %s %d documents to the indexers and %d tasks to the qualifier; %d changed meanwhile and were left", req.Client,
-				p.Selected, verb, p.DocumentsReset, p.TasksReset, p.Conflicts)
-			if p.Wiped {
-				fmt.Fprint(a.stdout, "; knowledge base wiped")
-			}
-			fmt.Fprintln(a.stdout)
+			a.printReprocess(req, p)
 			return nil
 		},
 	}
@@ -85,4 +90,51 @@ POST /admin/v1/reprocess does the same as a job.`,
 	f.BoolVar(&req.DryRun, "dry-run", false, "count, change nothing")
 	f.BoolVar(&req.Wipe, "wipe", false, "delete the client's knowledge base first")
 	return cmd
+}
+
+func (a *app) printReprocess(req reprocess.Request, p reprocess.Progress) {
+	verb := "sent back"
+	if req.DryRun {
+		verb = "would send back (dry run)"
+	}
+	fmt.Fprintf(a.stdout, "%s: %d documents selected; %s %d documents to the indexers and %d tasks to the qualifier; %d changed meanwhile and were left", req.Client,
+		p.Selected, verb, p.DocumentsReset, p.TasksReset, p.Conflicts)
+	if p.Wiped {
+		fmt.Fprint(a.stdout, "; knowledge base wiped")
+	}
+	fmt.Fprintln(a.stdout)
+}
+
+// remoteReprocess starts the job on the server and follows it to its end.
+func (a *app) remoteReprocess(ctx context.Context, srv *remote, req reprocess.Request) (reprocess.Progress, error) {
+	var job api.Job
+	if err := srv.do(ctx, "POST", "/admin/v1/reprocess", req, &job); err != nil {
+		return reprocess.Progress{}, err
+	}
+	var bar *progressbar.ProgressBar
+	for {
+		if job.Progress.Selected > 0 {
+			if bar == nil {
+				bar = a.progress(job.Progress.Selected, "reprocessing on the server")
+			}
+			bar.Set(job.Progress.Processed)
+		}
+		switch job.State {
+		case api.JobDone:
+			if bar != nil {
+				bar.Finish()
+			}
+			return job.Progress, nil
+		case api.JobFailed:
+			return job.Progress, fmt.Errorf("job %s failed: %s", job.ID, job.Error)
+		}
+		select {
+		case <-ctx.Done():
+			return job.Progress, fmt.Errorf("stopped following job %s (it goes on on the server): %w", job.ID, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if err := srv.do(ctx, "GET", "/admin/v1/jobs/"+job.ID, nil, &job); err != nil {
+			return job.Progress, err
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,8 +69,22 @@ func (a *app) searchCommand() *cobra.Command {
 		Short: "Search a client's knowledge base and print the evidence pack",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Query = strings.Join(args, " ")
+			req.Alpha, req.Expand, req.Fusion = &alpha, &expand, rag.Fusion(fusion)
+			srv, err := a.remote()
+			if err != nil {
+				return err
+			}
+			if srv != nil { // the key decides the client
+				var pack kb.EvidencePack
+				if err := srv.do(cmd.Context(), "POST", "/api/v1/search", map[string]any{"query": req.Query, "alpha": alpha,
+					"fusion": fusion, "expand": expand, "limit": req.Limit}, &pack); err != nil {
+					return err
+				}
+				return a.printSearch(pack, cmp.Or(req.Client, "the key's client"), asJSON)
+			}
 			if req.Client == "" {
-				return errors.New("--client is required")
+				return errors.New("--client is required (or --server with a client's key)")
 			}
 			st, err := a.openStore(cmd.Context(), true)
 			if err != nil {
@@ -81,29 +96,31 @@ func (a *app) searchCommand() *cobra.Command {
 				return err
 			}
 			defer k.close()
-			req.Query = strings.Join(args, " ")
-			req.Alpha, req.Expand, req.Fusion = &alpha, &expand, rag.Fusion(fusion)
 			pack, err := k.Search(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(pack)
-			}
-			printPack(a.stdout, req.Client, pack)
-			return nil
+			return a.printSearch(pack, req.Client, asJSON)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.Client, "client", "", "client whose knowledge base to search (required)")
+	f.StringVar(&req.Client, "client", "", "client whose knowledge base to search (required without --server)")
 	f.Float64Var(&alpha, "alpha", kb.DefaultAlpha, "0 = keywords (BM25) only … 1 = vectors only")
 	f.StringVar(&fusion, "fusion", string(kb.DefaultFusion), "how to merge keyword and vector hits: ranked or relativeScore")
 	f.IntVar(&expand, "expand", kb.DefaultExpand, fmt.Sprintf("graph depth around the hits, 0..%d", kb.MaxExpand))
 	f.IntVar(&req.Limit, "limit", 10, "passages")
 	f.BoolVar(&asJSON, "json", false, "print the evidence pack as JSON")
 	return cmd
+}
+
+func (a *app) printSearch(pack kb.EvidencePack, client string, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(pack)
+	}
+	printPack(a.stdout, client, pack)
+	return nil
 }
 
 // printPack writes the evidence pack for people.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -22,6 +23,20 @@ func (a *app) statusCommand() *cobra.Command {
 		Short: "Print queue depths per state, per source and per client, read from the store",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			srv, err := a.remote()
+			if err != nil {
+				return err
+			}
+			if srv != nil {
+				if quarantined {
+					return errors.New("--quarantined reads the local store; over --server use GET /api/v1/documents?state=QUARANTINED with a client's key")
+				}
+				var stats store.Stats
+				if err := srv.do(cmd.Context(), "GET", "/admin/v1/stats", nil, &stats); err != nil {
+					return err
+				}
+				return a.printStatus(stats, asJSON)
+			}
 			st, err := a.openStore(cmd.Context(), true)
 			if err != nil {
 				return err
@@ -50,17 +65,21 @@ func (a *app) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(stats)
-			}
-			return printStats(a.stdout, stats)
+			return a.printStatus(stats, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&quarantined, "quarantined", false, "list quarantined documents with their reasons instead")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object: {"documents":{"NEW":0,...},"tasks":{"DONE":0,...},...}`)
 	return cmd
+}
+
+func (a *app) printStatus(stats store.Stats, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(stats)
+	}
+	return printStats(a.stdout, stats)
 }
 
 // printStats writes stats as aligned tables, states in pipeline order.

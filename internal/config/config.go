@@ -172,7 +172,7 @@ type API struct {
 // SecretEnvVars are JERVIS_* variables that carry secrets rather than
 // settings: read where they are used, never stored in Config (so never
 // printed with it).
-var SecretEnvVars = []string{"JERVIS_ADMIN_KEY"}
+var SecretEnvVars = []string{"JERVIS_ADMIN_KEY", "JERVIS_API_KEY"}
 
 // Indexers tunes the continuous indexers.
 type Indexers struct {
