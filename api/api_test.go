@@ -8,18 +8,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/jervis-dev/jervis/api"
+	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
-	"github.com/jervis-dev/jervis/kb/embed/glove"
 	"github.com/jervis-dev/jervis/kb/graph"
-	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
-	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 )
 
 // tenant is what one client has in the fixture: a key and the IDs of its
@@ -39,25 +36,12 @@ type fixture struct {
 func newFixture(t *testing.T, tweak func(*api.Config)) fixture {
 	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
+	all, err := embedded.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	emb, err := glove.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(); g.Close(); c.Close() })
-	k := kb.New(kb.Config{Graph: g, Chunks: c, Embedder: emb, Aliases: st})
+	t.Cleanup(func() { all.Close() })
+	st, k, g, c := all.Store, all.KB.KB, all.Graph, all.Chunks
 	f := fixture{st: st}
 	if f.admin, err = api.EnsureAdminKey(ctx, st, ""); err != nil || !strings.HasPrefix(f.admin, api.KeyPrefix) {
 		t.Fatalf("admin key %q %v", f.admin, err)

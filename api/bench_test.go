@@ -19,12 +19,8 @@ import (
 
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/internal/benchcorpus"
+	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
-	"github.com/jervis-dev/jervis/internal/store/sqlite"
-	"github.com/jervis-dev/jervis/kb"
-	"github.com/jervis-dev/jervis/kb/embed/glove"
-	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
-	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 )
 
 // BenchmarkSearchHTTP measures POST /api/v1/search over loopback at 100,000
@@ -40,24 +36,12 @@ func BenchmarkSearchHTTP(b *testing.B) {
 	if cache := os.Getenv("JERVIS_BENCH_DIR"); cache != "" {
 		dir = filepath.Join(cache, fmt.Sprint(size))
 	}
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
+	all, err := embedded.Open(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
-	if err != nil {
-		b.Fatal(err)
-	}
-	emb, err := glove.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { st.Close(); g.Close(); c.Close() }()
-	k := kb.New(kb.Config{Graph: g, Chunks: c, Embedder: emb, Aliases: st})
+	defer all.Close()
+	st, k, g, c, emb := all.Store, all.KB.KB, all.Graph, all.Chunks, all.Embedder
 
 	var corpus []struct{ Content string }
 	var queries []struct{ Query string }

@@ -3,21 +3,18 @@ package kb_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
-	storesqlite "github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
 	"github.com/jervis-dev/jervis/kb/graph"
-	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	"github.com/jervis-dev/jervis/kb/rag"
-	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 )
 
 var embedder = sync.OnceValue(func() *glove.Embedder {
@@ -39,21 +36,12 @@ func newEnv(t testing.TB) env { return newEnvAt(t, t.TempDir()) }
 
 func newEnvAt(t testing.TB, dir string) env {
 	t.Helper()
-	ctx := context.Background()
-	st, err := storesqlite.Open(ctx, storesqlite.Options{Path: filepath.Join(dir, storesqlite.FileName)})
+	all, err := embedded.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(); g.Close(); c.Close() })
-	return env{kb: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: embedder(), Aliases: st}), graph: g, chunks: c, store: st}
+	t.Cleanup(func() { all.Close() })
+	return env{kb: all.KB.KB, graph: all.Graph, chunks: all.Chunks, store: all.Store}
 }
 
 // The original design's Jira example (docs: "Metadata block (embedded in

@@ -12,13 +12,12 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/indexers"
+	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
-	"github.com/jervis-dev/jervis/kb/embed/glove"
 	"github.com/jervis-dev/jervis/kb/graph"
 	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
-	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
 	"github.com/jervis-dev/jervis/qualifier"
@@ -35,26 +34,12 @@ type env struct {
 
 func newEnv(t testing.TB) env {
 	t.Helper()
-	dir := t.TempDir()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
+	all, err := embedded.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := glove.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(); g.Close(); c.Close() })
-	return env{st: st, graph: g, kb: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st})}
+	t.Cleanup(func() { all.Close() })
+	return env{st: all.Store, graph: all.Graph, kb: all.KB.KB}
 }
 
 // loadDemo stores the demo corpus files as client demo.

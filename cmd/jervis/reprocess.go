@@ -63,7 +63,7 @@ POST /admin/v1/reprocess does the same as a job.`,
 			if err != nil {
 				return err
 			}
-			defer k.close()
+			defer k.Close()
 			var bar *progressbar.ProgressBar
 			p, err := reprocess.Run(cmd.Context(), st, k.KB, req, func(p reprocess.Progress) {
 				if bar == nil {

@@ -7,53 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
-	"github.com/jervis-dev/jervis/kb/embed/glove"
-	"github.com/jervis-dev/jervis/kb/graph"
-	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	"github.com/jervis-dev/jervis/kb/rag"
-	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 )
-
-// knowledge is an open knowledge base with what must be closed after it.
-type knowledge struct {
-	*kb.KB
-	graph  graph.Store
-	chunks rag.Store
-	close  func() error
-}
 
 // openKB opens the embedded knowledge base in the data directory — graph.db,
 // chunks.db and the GloVe embedder — with aliases in st. Closing it leaves
 // st open.
-func (a *app) openKB(ctx context.Context, st store.Aliases) (knowledge, error) {
-	g, err := graphsqlite.Open(ctx, filepath.Join(a.cfg.DataDir, graphsqlite.FileName))
-	if err != nil {
-		return knowledge{}, err
-	}
-	c, err := ragsqlite.Open(ctx, filepath.Join(a.cfg.DataDir, ragsqlite.FileName))
-	if err != nil {
-		g.Close()
-		return knowledge{}, err
-	}
-	e, err := glove.New()
-	if err != nil {
-		g.Close()
-		c.Close()
-		return knowledge{}, err
-	}
-	return knowledge{
-		KB:     kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st}),
-		graph:  g,
-		chunks: c,
-		close:  func() error { return errors.Join(c.Close(), g.Close()) },
-	}, nil
+func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error) {
+	return embedded.OpenKB(ctx, a.cfg.DataDir, st)
 }
 
 func (a *app) searchCommand() *cobra.Command {
@@ -95,7 +63,7 @@ func (a *app) searchCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer k.close()
+			defer k.Close()
 			pack, err := k.Search(cmd.Context(), req)
 			if err != nil {
 				return err

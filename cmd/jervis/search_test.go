@@ -26,7 +26,7 @@ func TestSearchCommand(t *testing.T) {
 	}
 	_, err = k.Ingest(t.Context(), kb.IngestRequest{Client: "acme", MainNode: "jira:OPS-7", SourceType: "JIRA",
 		Content: "Login fails after a password reset; person:ann is looking at the session cache.\n\njira:OPS-7|AFFECTS|service:auth"})
-	k.close()
+	k.Close()
 	if err != nil {
 		t.Fatal(err)
 	}

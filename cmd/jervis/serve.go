@@ -19,6 +19,7 @@ import (
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/config"
+	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/metrics"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/pollers"
@@ -86,12 +87,12 @@ func (a *app) serve(parent context.Context) error {
 		wake = ix.Wake
 		components = append(components, ix)
 	}
-	var k knowledge
+	var k *embedded.KB
 	if a.cfg.HasRole("qualifier") || a.cfg.HasRole("api") {
 		if k, err = a.openKB(ctx, st); err != nil {
 			return err
 		}
-		defer k.close()
+		defer k.Close()
 	}
 	if a.cfg.HasRole("qualifier") {
 		qc := qualifier.Config{Store: st, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
@@ -131,7 +132,7 @@ func (a *app) serve(parent context.Context) error {
 		if rate == 0 {
 			rate = -1 // no limit
 		}
-		apiServer := api.New(api.Config{Store: st, KB: k.KB, Graph: k.graph, Chunks: k.chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
+		apiServer := api.New(api.Config{Store: st, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
 			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log})
 		apiServer.Register(mux)
 		defer apiServer.Wait() // reprocess jobs end with ctx, before the stores close

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,15 +11,13 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/indexers"
+	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/reprocess"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
-	"github.com/jervis-dev/jervis/kb/embed/glove"
 	"github.com/jervis-dev/jervis/kb/graph"
-	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	"github.com/jervis-dev/jervis/kb/rag"
-	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/qualifier"
 )
@@ -34,26 +31,12 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
+	all, err := embedded.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	emb, err := glove.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(); g.Close(); c.Close() })
-	return env{st: st, graph: g, chunks: c, kb: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: emb, Aliases: st})}
+	t.Cleanup(func() { all.Close() })
+	return env{st: all.Store, graph: all.Graph, chunks: all.Chunks, kb: all.KB.KB}
 }
 
 // load stores the demo corpus's emails, issues and pages as client.

@@ -6,19 +6,17 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
-	"github.com/jervis-dev/jervis/kb/embed/glove"
 	"github.com/jervis-dev/jervis/kb/graph"
 	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
-	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 	"github.com/jervis-dev/jervis/qualifier/agent"
 )
 
@@ -74,17 +72,12 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	dir := t.TempDir()
-	ctx := context.Background()
-	st, _ := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
-	g, _ := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
-	c, _ := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
-	e, err := glove.New()
+	all, err := embedded.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close(); g.Close(); c.Close() })
-	return env{kb: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: st}), graph: g, st: st}
+	t.Cleanup(func() { all.Close() })
+	return env{kb: all.KB.KB, graph: all.Graph, st: all.Store}
 }
 
 const content = `Subject: Billing migration

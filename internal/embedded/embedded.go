@@ -1,0 +1,75 @@
+// Package embedded opens the embedded knowledge base of a data directory:
+// the graph (graph.db), the chunks (chunks.db) and the compiled-in GloVe
+// embedder, over the pipeline store's alias registry. The binary and the
+// tests open it the same way.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/store/sqlite"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed/glove"
+	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
+	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
+)
+
+// KB is an open knowledge base with the stores under it.
+type KB struct {
+	*kb.KB
+	Graph    *graphsqlite.Store
+	Chunks   *ragsqlite.Store
+	Embedder *glove.Embedder
+}
+
+// Close closes the graph and chunk stores (not the alias registry).
+func (k *KB) Close() error { return errors.Join(k.Chunks.Close(), k.Graph.Close()) }
+
+// OpenKB opens the knowledge base in dir with aliases from the pipeline
+// store.
+func OpenKB(ctx context.Context, dir string, aliases store.Aliases) (*KB, error) {
+	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
+	if err != nil {
+		return nil, err
+	}
+	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	e, err := glove.New()
+	if err != nil {
+		g.Close()
+		c.Close()
+		return nil, err
+	}
+	return &KB{KB: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: aliases}), Graph: g, Chunks: c, Embedder: e}, nil
+}
+
+
+// Open opens everything in dir: the pipeline store and the knowledge base
+// over it. Close closes both.
+func Open(ctx context.Context, dir string) (*All, error) {
+	s, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
+	if err != nil {
+		return nil, err
+	}
+	k, err := OpenKB(ctx, dir, s)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return &All{Store: s, KB: k}, nil
+}
+
+// All is the pipeline store and the knowledge base of one data directory.
+type All struct {
+	Store *sqlite.Store
+	*KB
+}
+
+// Close closes the knowledge base, then the store.
+func (a *All) Close() error { return errors.Join(a.KB.Close(), a.Store.Close()) }
