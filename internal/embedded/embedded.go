@@ -49,7 +49,6 @@ func OpenKB(ctx context.Context, dir string, aliases store.Aliases) (*KB, error)
 	return &KB{KB: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: aliases}), Graph: g, Chunks: c, Embedder: e}, nil
 }
 
-
 // Open opens everything in dir: the pipeline store and the knowledge base
 // over it. Close closes both.
 func Open(ctx context.Context, dir string) (*All, error) {
