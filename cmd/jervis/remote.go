@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/jervis-dev/jervis/internal/config"
 )
 
 // remote talks to a running server's REST API, for the commands given
@@ -33,11 +35,7 @@ func (a *app) remote() (*remote, error) {
 	}
 	key := a.key
 	if key == "" {
-		for _, kv := range a.environ {
-			if v, ok := strings.CutPrefix(kv, "JERVIS_API_KEY="); ok {
-				key = v
-			}
-		}
+		key, _ = config.LookupEnv("JERVIS_API_KEY", a.environ)
 	}
 	if key == "" {
 		return nil, errors.New("--server needs an API key: --key or JERVIS_API_KEY")
@@ -56,11 +54,9 @@ func (r *remote) do(ctx context.Context, method, path string, body, out any) err
 		}
 		rd = bytes.NewReader(b)
 	}
-	u := r.base.JoinPath(path)
-	if i := strings.IndexByte(path, '?'); i >= 0 {
-		u = r.base.JoinPath(path[:i])
-		u.RawQuery = path[i+1:]
-	}
+	p, query, _ := strings.Cut(path, "?")
+	u := r.base.JoinPath(p)
+	u.RawQuery = query
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -183,12 +182,7 @@ func (a *app) serve(parent context.Context) error {
 // key printed as a ready-to-paste curl. Secrets go to stdout only, never to
 // the log.
 func (a *app) apiKeys(ctx context.Context, st store.Store, addr string) error {
-	var envKey string
-	for _, kv := range a.environ {
-		if v, ok := strings.CutPrefix(kv, "JERVIS_ADMIN_KEY="); ok {
-			envKey = v
-		}
-	}
+	envKey, _ := config.LookupEnv("JERVIS_ADMIN_KEY", a.environ)
 	secret, err := api.EnsureAdminKey(ctx, st, envKey)
 	if err != nil {
 		return err

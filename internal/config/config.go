@@ -113,6 +113,19 @@ type Filedrop struct {
 // ConnectionTypes are the connection types this build can poll.
 var ConnectionTypes = []string{"imap", "jira", "confluence", "git", "filedrop"}
 
+// LookupEnv finds a variable in environ (os.Environ() form); the last one
+// set wins, as with a shell.
+func LookupEnv(name string, environ []string) (string, bool) {
+	var v string
+	var found bool
+	for _, kv := range environ {
+		if k, val, _ := strings.Cut(kv, "="); k == name {
+			v, found = val, true
+		}
+	}
+	return v, found
+}
+
 // Secret reads a secret named by an environment variable or a file; the
 // error names where it looked, never the value.
 func Secret(env, file string, environ []string) (string, error) {
@@ -120,10 +133,8 @@ func Secret(env, file string, environ []string) (string, error) {
 	case env != "" && file != "":
 		return "", fmt.Errorf("set one of %s and a secret file, not both", env)
 	case env != "":
-		for _, kv := range environ {
-			if k, v, _ := strings.Cut(kv, "="); k == env {
-				return v, nil
-			}
+		if v, ok := LookupEnv(env, environ); ok {
+			return v, nil
 		}
 		return "", fmt.Errorf("environment variable %s is not set", env)
 	case file != "":
