@@ -126,7 +126,8 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 	if t.Kind == store.KindLink {
 		return q.link(ctx, t, doc)
 	}
-	res, err := q.cfg.KB.Ingest(ctx, rules.Structure(doc))
+	structure := rules.Structure(doc)
+	res, err := q.cfg.KB.Ingest(ctx, structure)
 	if err != nil {
 		if isBadContent(err) {
 			return worker.Result{}, worker.Classify(ClassBadContent, true, false, fmt.Errorf("document %s: %w", doc.ExternalID, err))
@@ -137,9 +138,8 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 	summary := rules.Summary(doc, decision, reason)
 	var usage []byte
 	if q.cfg.Agent != nil {
-		req := rules.Structure(doc)
 		out, err := q.cfg.Agent.Qualify(ctx, agent.Input{TaskID: t.ID, Client: t.Client, Document: doc, MainNode: res.MainNode,
-			Content: req.Content, Summary: summary, Decision: decision, Reason: reason})
+			Content: structure.Content, Summary: summary, Decision: decision, Reason: reason})
 		usage, _ = json.Marshal(out.Usage)
 		if errors.Is(err, agent.ErrEmptyExtraction) {
 			return worker.Result{}, worker.Classify(ClassEmptyExtraction, false, true, fmt.Errorf("document %s: %w", doc.ExternalID, err))
