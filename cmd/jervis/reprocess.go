@@ -54,18 +54,13 @@ POST /admin/v1/reprocess does the same as a job.`,
 				a.printReprocess(req, p)
 				return nil
 			}
-			st, err := a.openStore(cmd.Context(), false)
+			all, err := a.openAll(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			k, err := a.openKB(cmd.Context(), st)
-			if err != nil {
-				return err
-			}
-			defer k.Close()
+			defer all.Close()
 			var bar *progressbar.ProgressBar
-			p, err := reprocess.Run(cmd.Context(), st, k.KB, req, func(p reprocess.Progress) {
+			p, err := reprocess.Run(cmd.Context(), all.Store, all.KB.KB, req, func(p reprocess.Progress) {
 				if bar == nil {
 					bar = a.progress(p.Selected, "reprocessing")
 				}

@@ -24,6 +24,21 @@ func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error
 	return embedded.OpenKB(ctx, a.cfg.DataDir, st)
 }
 
+// openAll opens the pipeline store (see openStore) and the knowledge base
+// over it; closing the result closes both.
+func (a *app) openAll(ctx context.Context, mustExist bool) (*embedded.All, error) {
+	st, err := a.openStore(ctx, mustExist)
+	if err != nil {
+		return nil, err
+	}
+	k, err := a.openKB(ctx, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &embedded.All{Store: st, KB: k}, nil
+}
+
 func (a *app) searchCommand() *cobra.Command {
 	var (
 		req    kb.SearchRequest
@@ -54,17 +69,12 @@ func (a *app) searchCommand() *cobra.Command {
 			if req.Client == "" {
 				return errors.New("--client is required (or --server with a client's key)")
 			}
-			st, err := a.openStore(cmd.Context(), true)
+			all, err := a.openAll(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			k, err := a.openKB(cmd.Context(), st)
-			if err != nil {
-				return err
-			}
-			defer k.Close()
-			pack, err := k.Search(cmd.Context(), req)
+			defer all.Close()
+			pack, err := all.Search(cmd.Context(), req)
 			if err != nil {
 				return err
 			}

@@ -15,18 +15,13 @@ func TestSearchCommand(t *testing.T) {
 	data := t.TempDir()
 	a := &app{cfg: config.Default()}
 	a.cfg.DataDir = data
-	st, err := a.openStore(context.Background(), false)
+	all, err := a.openAll(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	k, err := a.openKB(context.Background(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = k.Ingest(t.Context(), kb.IngestRequest{Client: "acme", MainNode: "jira:OPS-7", SourceType: "JIRA",
+	_, err = all.Ingest(t.Context(), kb.IngestRequest{Client: "acme", MainNode: "jira:OPS-7", SourceType: "JIRA",
 		Content: "Login fails after a password reset; person:ann is looking at the session cache.\n\njira:OPS-7|AFFECTS|service:auth"})
-	k.Close()
+	all.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
