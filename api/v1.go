@@ -89,30 +89,19 @@ func (s *Server) search(r *http.Request, p Principal) (any, error) {
 
 func (s *Server) nodes(r *http.Request, p Principal) (any, error) {
 	q := r.URL.Query()
-	limit, err := intParam(q, "limit", 100)
+	limit, after, err := pageParams[string](q)
 	if err != nil {
 		return nil, err
 	}
-	if limit < 1 || limit > 1000 {
-		return nil, invalid("limit", "must be 1..1000")
+	nq := graph.NodeQuery{Type: q.Get("type"), Prefix: q.Get("q"), Limit: limit}
+	if after != nil {
+		nq.After = *after
 	}
-	var after string
-	if c := q.Get("cursor"); c != "" {
-		b, err := base64.RawURLEncoding.DecodeString(c)
-		if err != nil || len(b) == 0 {
-			return nil, invalid("cursor", "not a cursor this API gave out")
-		}
-		after = string(b)
-	}
-	ns, err := s.cfg.Graph.For(p.Client).ListNodes(r.Context(), graph.NodeQuery{Type: q.Get("type"), Prefix: q.Get("q"), After: after, Limit: limit})
+	ns, err := s.cfg.Graph.For(p.Client).ListNodes(r.Context(), nq)
 	if err != nil {
 		return nil, err
 	}
-	l := items(ns)
-	if len(ns) == limit {
-		l.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(ns[len(ns)-1].Key))
-	}
-	return l, nil
+	return page(ns, limit, func(n graph.Node) string { return n.Key }), nil
 }
 
 func (s *Server) node(r *http.Request, p Principal) (any, error) {
@@ -190,7 +179,7 @@ func (s *Server) chunk(r *http.Request, p Principal) (any, error) {
 
 func (s *Server) documents(r *http.Request, p Principal) (any, error) {
 	q := r.URL.Query()
-	limit, after, err := pageParams(q)
+	limit, after, err := pageParams[store.Position](q)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +197,7 @@ func (s *Server) documents(r *http.Request, p Principal) (any, error) {
 
 func (s *Server) tasks(r *http.Request, p Principal) (any, error) {
 	q := r.URL.Query()
-	limit, after, err := pageParams(q)
+	limit, after, err := pageParams[store.Position](q)
 	if err != nil {
 		return nil, err
 	}
@@ -226,8 +215,9 @@ func (s *Server) tasks(r *http.Request, p Principal) (any, error) {
 	return page(ts, limit, func(t store.Task) store.Position { return store.Position{UpdatedAt: t.UpdatedAt, ID: t.ID} }), nil
 }
 
-// pageParams reads limit (1..1000, default 100) and cursor.
-func pageParams(q url.Values) (int, *store.Position, error) {
+// pageParams reads limit (1..1000, default 100) and cursor: the position
+// after which the page starts, as page wrote it.
+func pageParams[P comparable](q url.Values) (int, *P, error) {
 	limit, err := intParam(q, "limit", 100)
 	if err != nil {
 		return 0, nil, err
@@ -239,16 +229,17 @@ func pageParams(q url.Values) (int, *store.Position, error) {
 	if c == "" {
 		return limit, nil, nil
 	}
-	var pos store.Position
+	var pos, zero P
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || json.Unmarshal(b, &pos) != nil || pos.ID == "" {
+	if err != nil || json.Unmarshal(b, &pos) != nil || pos == zero {
 		return 0, nil, invalid("cursor", "not a cursor this API gave out")
 	}
 	return limit, &pos, nil
 }
 
-// page wraps a listing, with the next page's cursor when the page is full.
-func page[T any](xs []T, limit int, pos func(T) store.Position) list[T] {
+// page wraps a listing, with the next page's cursor (the last item's
+// position, opaque to clients) when the page is full.
+func page[T, P any](xs []T, limit int, pos func(T) P) list[T] {
 	l := items(xs)
 	if len(xs) == limit {
 		b, _ := json.Marshal(pos(xs[len(xs)-1]))
