@@ -12,10 +12,12 @@
 package reprocess
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
@@ -107,22 +109,9 @@ func Select(ctx context.Context, st Store, r Request) ([]store.Document, error) 
 	}
 	// Oldest first, so that a thread's first message is requalified first.
 	slices.SortFunc(out, func(a, b store.Document) int {
-		return cmpTime(a.ObservedAt, b.ObservedAt, a.ID, b.ID)
+		return cmp.Or(a.ObservedAt.Compare(b.ObservedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out, nil
-}
-
-func cmpTime(a, b time.Time, ida, idb string) int {
-	if c := a.Compare(b); c != 0 {
-		return c
-	}
-	switch {
-	case ida < idb:
-		return -1
-	case ida > idb:
-		return 1
-	}
-	return 0
 }
 
 // replayable are the task states a replay sends back to NEW; tasks that
