@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/jervis-dev/jervis/api"
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
@@ -36,13 +36,10 @@ type fixture struct {
 func newFixture(t *testing.T, tweak func(*api.Config)) fixture {
 	t.Helper()
 	ctx := context.Background()
-	all, err := embedded.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { all.Close() })
+	all := embeddedtest.Open(t, "")
 	st, k, g, c := all.Store, all.KB.KB, all.Graph, all.Chunks
 	f := fixture{st: st}
+	var err error
 	if f.admin, err = api.EnsureAdminKey(ctx, st, ""); err != nil || !strings.HasPrefix(f.admin, api.KeyPrefix) {
 		t.Fatalf("admin key %q %v", f.admin, err)
 	}

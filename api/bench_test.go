@@ -19,7 +19,7 @@ import (
 
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/internal/benchcorpus"
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -36,11 +36,7 @@ func BenchmarkSearchHTTP(b *testing.B) {
 	if cache := os.Getenv("JERVIS_BENCH_DIR"); cache != "" {
 		dir = filepath.Join(cache, fmt.Sprint(size))
 	}
-	all, err := embedded.Open(ctx, dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer all.Close()
+	all := embeddedtest.Open(b, dir)
 	st, k, g, c, emb := all.Store, all.KB.KB, all.Graph, all.Chunks, all.Embedder
 
 	var corpus []struct{ Content string }

@@ -1,7 +1,6 @@
 package kb_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -9,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
@@ -36,11 +35,7 @@ func newEnv(t testing.TB) env { return newEnvAt(t, t.TempDir()) }
 
 func newEnvAt(t testing.TB, dir string) env {
 	t.Helper()
-	all, err := embedded.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { all.Close() })
+	all := embeddedtest.Open(t, dir)
 	return env{kb: all.KB.KB, graph: all.Graph, chunks: all.Chunks, store: all.Store}
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/indexers"
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
@@ -34,11 +34,7 @@ type env struct {
 
 func newEnv(t testing.TB) env {
 	t.Helper()
-	all, err := embedded.Open(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { all.Close() })
+	all := embeddedtest.Open(t, "")
 	return env{st: all.Store, graph: all.Graph, kb: all.KB.KB}
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/indexers"
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/reprocess"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
@@ -31,11 +31,7 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	all, err := embedded.Open(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { all.Close() })
+	all := embeddedtest.Open(t, "")
 	return env{st: all.Store, graph: all.Graph, chunks: all.Chunks, kb: all.KB.KB}
 }
 

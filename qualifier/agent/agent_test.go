@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
@@ -72,11 +72,7 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	all, err := embedded.Open(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { all.Close() })
+	all := embeddedtest.Open(t, "")
 	return env{kb: all.KB.KB, graph: all.Graph, st: all.Store}
 }
 
