@@ -53,6 +53,11 @@ func TestServeDemoAnswersSearchOverTheAPI(t *testing.T) {
 			fmt.Fprintln(&logged, m)
 		}
 	}()
+	// stdout and the log come through separate pipes: the keys are printed
+	// before the serving line but may be copied into the buffer after it.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(stdout.String(), "/api/v1/search?query=battery+range'\n"); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	keys := bearer.FindAllString(stdout.String(), -1)
 	if len(keys) != 2 || !strings.Contains(stdout.String(), "curl -s -H 'Authorization: Bearer "+keys[1]+"' 'http://"+addr+"/api/v1/search?query=battery+range'") {
 		t.Fatalf("want an admin key and a demo curl on stdout, got:\n%s", stdout.String())
