@@ -224,6 +224,11 @@ func scoreRange(hits []Hit, isVector bool) (lo, hi float64) {
 	return lo, hi
 }
 
+// Active reports whether f filters anything out.
+func (f Filter) Active() bool {
+	return len(f.SourceTypes)+len(f.Kinds)+len(f.NodeTypes) > 0 || f.SourceURN != "" || !f.Since.IsZero() || !f.Until.IsZero()
+}
+
 // Matches reports whether c passes f.
 func (f Filter) Matches(c Chunk) bool {
 	if len(f.SourceTypes) > 0 && !slices.Contains(f.SourceTypes, c.SourceType) ||

@@ -63,7 +63,8 @@ type Store struct {
 	mu      sync.Mutex
 	indexes map[string]*vectors // per client
 	fts     sync.Map            // client → true once its FTS table exists
-	df      sync.Map            // client + "\x00" + term → docFreq
+	df      sync.Map            // client + "\x00" + tokens → docFreq
+	tok     tokenizer
 }
 
 // docFreq is a cached document frequency and the client's chunk count when
@@ -85,7 +86,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 func (s *Store) Ping(ctx context.Context) error { return s.db.Ping(ctx) }
 
 // Close implements rag.Store.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return errors.Join(s.tok.close(), s.db.Close()) }
 
 var clientPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
@@ -119,6 +120,13 @@ type index struct {
 func (x *index) table() string { return `"fts_` + x.client + `"` }
 func (x *index) vocab() string { return `"ftsv_` + x.client + `"` }
 
+// instances is the FTS5 vocabulary table with one row per token instance
+// (term, doc, col, offset).
+func (x *index) instances() string { return `"ftsi_` + x.client + `"` }
+
+// docsize is FTS5's shadow table of token counts per row.
+func (x *index) docsize() string { return `"fts_` + x.client + `_docsize"` }
+
 // ensureFTS creates the client's FTS table on first use.
 func (x *index) ensureFTS(ctx context.Context) error {
 	if _, ok := x.s.fts.Load(x.client); ok {
@@ -129,7 +137,10 @@ func (x *index) ensureFTS(ctx context.Context) error {
 			` USING fts5(text, content='', contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2')`); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE IF NOT EXISTS `+x.vocab()+` USING fts5vocab(`+x.table()+`, 'row')`)
+		if _, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE IF NOT EXISTS `+x.vocab()+` USING fts5vocab(`+x.table()+`, 'row')`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE IF NOT EXISTS `+x.instances()+` USING fts5vocab(`+x.table()+`, 'instance')`)
 		return err
 	})
 	if err == nil {
@@ -169,6 +180,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 		normalized[i] = normalize(c.Vector)
 	}
 	var gen int64
+	seqs, lens := make([]int64, len(chunks)), make([]int32, len(chunks))
 	err := x.s.db.Write(ctx, "upsert chunks", func(tx sqlitedb.Tx) error {
 		added := 0
 		for i, c := range chunks {
@@ -188,10 +200,12 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, text) VALUES (?, ?)`, seq, c.Text); err != nil {
 					return err
 				}
+				seqs[i] = seq
 				added++
 			case err != nil:
 				return err
 			default:
+				seqs[i] = old
 				if _, err := tx.ExecContext(ctx, `UPDATE chunks SET text = ?, graph_refs = ?, source_urn = ?, source_type = ?, kind = ?, node_key = ?, ts = ?, vector = ?
 					WHERE seq = ?`, c.Text, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
 					return err
@@ -206,6 +220,13 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 				}
 			}
 		}
+		for i, seq := range seqs {
+			var size []byte
+			if err := tx.QueryRowContext(ctx, `SELECT sz FROM `+x.docsize()+` WHERE id = ?`, seq).Scan(&size); err != nil {
+				return err
+			}
+			lens[i] = columnSize(size)
+		}
 		var err error
 		gen, err = x.bump(ctx, tx, added)
 		return err
@@ -218,7 +239,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	defer v.mu.Unlock()
 	if v.gen == gen-1 {
 		for i, c := range chunks {
-			v.put(c, normalized[i])
+			v.put(c, normalized[i], seqs[i], lens[i])
 		}
 		v.gen = gen
 	} else {
@@ -442,7 +463,9 @@ func filterSQL(f rag.Filter) (string, []any) {
 	return " AND " + strings.Join(conds, " AND "), args
 }
 
-// BM25 implements rag.Index.
+// BM25 implements rag.Index. Each query word is tokenized by FTS5; when
+// every word is one token, the best chunks are scored from the index's
+// postings (bm25.go), otherwise FTS5 ranks them.
 func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if x.err != nil {
 		return nil, x.err
@@ -450,21 +473,50 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if err := q.Normalize(); err != nil {
 		return nil, err
 	}
-	terms := Terms(q.Text)
-	if len(terms) == 0 {
+	words := Terms(q.Text)
+	if len(words) == 0 {
 		return nil, nil
 	}
 	if err := x.ensureFTS(ctx); err != nil {
 		return nil, err
 	}
-	terms, err := x.prune(ctx, terms)
+	tokens, err := x.s.tok.tokens(ctx, words)
+	if err != nil {
+		return nil, fmt.Errorf("bm25: tokenize the query: %w", err)
+	}
+	single := !slices.ContainsFunc(tokens, func(t []string) bool { return len(t) != 1 })
+	cands := func(i int) []string { return stemCandidates(words[i]) }
+	if single {
+		cands = func(i int) []string { return tokens[i] }
+	}
+	kept, err := x.prune(ctx, words, cands)
 	if err != nil {
 		return nil, err
 	}
-	match := matchOf(terms)
+	if single {
+		flat := make([]string, len(kept))
+		for j, i := range kept {
+			flat[j] = tokens[i][0]
+		}
+		hits, ok, err := x.bm25(ctx, q, flat)
+		if ok || err != nil {
+			return hits, err
+		}
+	}
+	keptWords := make([]string, len(kept))
+	for j, i := range kept {
+		keptWords[j] = words[i]
+	}
+	return x.bm25SQL(ctx, q, keptWords)
+}
+
+// bm25SQL ranks with FTS5's bm25().
+func (x *index) bm25SQL(ctx context.Context, q rag.Query, words []string) ([]rag.Hit, error) {
+	match := matchOf(words)
 	cond, args := filterSQL(q.Filter)
 	t := x.table()
 	var rows *sql.Rows
+	var err error
 	if cond == "" {
 		// The FTS table is the client's own: rank it alone, then fetch only
 		// the top rows (joining every match first costs a lookup per match).
@@ -577,14 +629,16 @@ const (
 	commonFloor = 1000
 )
 
-// prune drops very common terms, keeping at least the rarest one. Document
-// counts come from the FTS5 vocabulary, which holds Porter stems; a term is
-// looked up by its likely stems (stemCandidates). A term none of whose
-// candidates is known counts as rare and is kept. Counts are cached per
-// client until its chunk count moves by a tenth.
-func (x *index) prune(ctx context.Context, terms []string) ([]string, error) {
+// prune drops very common terms, keeping at least the rarest one, and
+// returns the indexes of those kept. Document counts come from the FTS5
+// vocabulary, which holds tokens (Porter stems); cands(i) gives the tokens
+// term i may have been indexed as, FTS5's own or, when a term is not one
+// token, likely stems (stemCandidates). A term none of whose candidates is
+// known counts as rare and is kept. Counts are cached per client until its
+// chunk count moves by a tenth.
+func (x *index) prune(ctx context.Context, terms []string, cands func(i int) []string) ([]int, error) {
 	if len(terms) < 2 {
-		return terms, nil
+		return make([]int, len(terms)), nil // none, or the one
 	}
 	var total int
 	err := x.s.db.R.QueryRowContext(ctx, `SELECT COALESCE((SELECT chunks FROM generations WHERE client = ?), 0)`, x.client).Scan(&total)
@@ -592,38 +646,39 @@ func (x *index) prune(ctx context.Context, terms []string) ([]string, error) {
 		return nil, x.s.db.Explain("bm25 vocabulary", err)
 	}
 	counts := make([]int, len(terms))
-	for i, t := range terms {
-		if counts[i], err = x.docFreq(ctx, t, total); err != nil {
+	for i := range terms {
+		if counts[i], err = x.docFreq(ctx, cands(i), total); err != nil {
 			return nil, err
 		}
 	}
-	kept := make([]string, 0, len(terms))
+	kept := make([]int, 0, len(terms))
 	rarest := 0
-	for i, t := range terms {
+	for i := range terms {
 		if counts[i] < counts[rarest] {
 			rarest = i
 		}
 		if counts[i] < commonFloor || float64(counts[i]) <= commonShare*float64(total) {
-			kept = append(kept, t)
+			kept = append(kept, i)
 		}
 	}
 	if len(kept) == 0 {
-		kept = append(kept, terms[rarest])
+		kept = append(kept, rarest)
 	}
 	return kept, nil
 }
 
-// docFreq returns how many of the client's chunks hold term (0 when its
-// stem is not known), from the cache when it is fresh.
-func (x *index) docFreq(ctx context.Context, term string, total int) (int, error) {
-	key := x.client + "\x00" + term
+// docFreq returns how many of the client's chunks hold one of the tokens
+// cands (the largest count; 0 when none is known), from the cache when it
+// is fresh.
+func (x *index) docFreq(ctx context.Context, cands []string, total int) (int, error) {
+	key := x.client + "\x00" + strings.Join(cands, "\x00")
 	if c, ok := x.s.df.Load(key); ok {
 		if d := c.(docFreq); math.Abs(float64(total-d.total)) <= 0.1*float64(d.total) {
 			return d.df, nil
 		}
 	}
 	df := 0
-	for _, t := range stemCandidates(term) {
+	for _, t := range cands {
 		var n int
 		err := x.s.db.R.QueryRowContext(ctx, `SELECT doc FROM `+x.vocab()+` WHERE term = ?`, t).Scan(&n)
 		switch {

@@ -14,19 +14,27 @@ import (
 
 // vectors is one client's vectors in memory, flat for a fast exact scan,
 // with what filters need.
+//
+// It also keeps, per chunk, its FTS5 row id and token count (the length
+// BM25 normalises by), so that BM25 can be scored from the FTS5 postings
+// without a per-row lookup (bm25.go).
 type vectors struct {
-	mu   sync.RWMutex
-	gen  int64 // generation loaded; -1 = not loaded or stale
-	dim  int
-	pos  map[string]int
-	ids  []string
-	flat []float32
-	meta []rag.Chunk // without Text and Vector
+	mu     sync.RWMutex
+	gen    int64 // generation loaded; -1 = not loaded or stale
+	dim    int
+	pos    map[string]int
+	bySeq  map[int64]int
+	ids    []string
+	seqs   []int64
+	lens   []int32 // tokens per chunk, as FTS5 counts them
+	tokens int64   // sum of lens
+	flat   []float32
+	meta   []rag.Chunk // without Text and Vector
 }
 
-func (v *vectors) put(c rag.Chunk, vec []float32) {
+func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32) {
 	if v.pos == nil {
-		v.pos = map[string]int{}
+		v.pos, v.bySeq = map[string]int{}, map[int64]int{}
 	}
 	if v.dim == 0 {
 		v.dim = len(vec)
@@ -36,10 +44,13 @@ func (v *vectors) put(c rag.Chunk, vec []float32) {
 	if i, ok := v.pos[c.ID]; ok {
 		copy(v.flat[i*v.dim:], vec)
 		v.meta[i] = m
+		v.tokens += int64(length - v.lens[i])
+		v.lens[i] = length
 		return
 	}
-	v.pos[c.ID] = len(v.ids)
-	v.ids = append(v.ids, c.ID)
+	v.pos[c.ID], v.bySeq[seq] = len(v.ids), len(v.ids)
+	v.ids, v.seqs, v.lens = append(v.ids, c.ID), append(v.seqs, seq), append(v.lens, length)
+	v.tokens += int64(length)
 	v.flat = append(v.flat, vec...)
 	v.meta = append(v.meta, m)
 }
@@ -49,19 +60,24 @@ func (v *vectors) remove(id string) {
 	if !ok {
 		return
 	}
+	v.tokens -= int64(v.lens[i])
+	delete(v.pos, id)
+	delete(v.bySeq, v.seqs[i])
 	last := len(v.ids) - 1
 	if i != last {
-		v.ids[i], v.meta[i] = v.ids[last], v.meta[last]
+		v.ids[i], v.seqs[i], v.lens[i], v.meta[i] = v.ids[last], v.seqs[last], v.lens[last], v.meta[last]
 		copy(v.flat[i*v.dim:(i+1)*v.dim], v.flat[last*v.dim:])
-		v.pos[v.ids[i]] = i
+		v.pos[v.ids[i]], v.bySeq[v.seqs[i]] = i, i
 	}
-	delete(v.pos, id)
-	v.ids, v.meta, v.flat = v.ids[:last], v.meta[:last], v.flat[:last*v.dim]
+	v.ids, v.seqs, v.lens, v.meta, v.flat = v.ids[:last], v.seqs[:last], v.lens[:last], v.meta[:last], v.flat[:last*v.dim]
 }
 
 // current returns the client's vectors, reloading them when another writer
 // changed the client's chunks. The result is read-locked; call RUnlock.
 func (x *index) current(ctx context.Context) (*vectors, error) {
+	if err := x.ensureFTS(ctx); err != nil { // load reads its sizes
+		return nil, err
+	}
 	v := x.s.vectorsOf(x.client)
 	var gen int64
 	err := x.s.db.R.QueryRowContext(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen)
@@ -97,25 +113,27 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen); err != nil {
 		return x.s.db.Explain("load vectors", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, graph_refs, source_urn, source_type, kind, node_key, ts, vector FROM chunks WHERE client = ?`, x.client)
+	rows, err := tx.QueryContext(ctx, `SELECT c.seq, c.id, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, c.vector, d.sz
+		FROM chunks c LEFT JOIN `+x.docsize()+` d ON d.id = c.seq WHERE c.client = ?`, x.client)
 	if err != nil {
 		return x.s.db.Explain("load vectors", err)
 	}
 	defer rows.Close()
-	v.gen, v.dim, v.pos, v.ids, v.flat, v.meta = -1, 0, nil, nil, nil, nil // not *v = ...: v.mu is held
+	// not *v = ...: v.mu is held
+	v.gen, v.dim, v.pos, v.bySeq, v.ids, v.seqs, v.lens, v.tokens, v.flat, v.meta = -1, 0, nil, nil, nil, nil, nil, 0, nil, nil
 	for rows.Next() {
 		var c rag.Chunk
+		var seq, ts int64
 		var refs string
-		var ts int64
-		var blob []byte
-		if err := rows.Scan(&c.ID, &refs, &c.SourceURN, &c.SourceType, &c.Kind, &c.NodeKey, &ts, &blob); err != nil {
+		var blob, size []byte
+		if err := rows.Scan(&seq, &c.ID, &refs, &c.SourceURN, &c.SourceType, &c.Kind, &c.NodeKey, &ts, &blob, &size); err != nil {
 			return err
 		}
 		if err := json.Unmarshal([]byte(refs), &c.GraphRefs); err != nil {
 			return err
 		}
 		c.Timestamp = sqlitedb.Time(ts)
-		v.put(c, decode(blob))
+		v.put(c, decode(blob), seq, columnSize(size))
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -154,19 +172,35 @@ func dot(a, b []float32) float32 {
 	return s0 + s1 + s2 + s3
 }
 
+// dotsGo is dots in plain Go.
+func dotsGo(q, flat []float32, dim int, out []float32) {
+	for j := range out {
+		out[j] = dot(q[:dim], flat[j*dim:(j+1)*dim])
+	}
+}
+
+// scanBlock is how many rows scan scores per call to dots.
+const scanBlock = 256
+
 // scan scores rows [lo, hi) against q and keeps the best k that pass f.
 func (v *vectors) scan(q []float32, f rag.Filter, filtered bool, lo, hi, k int) topK {
 	h := make(topK, 0, k+1)
-	for i := lo; i < hi; i++ {
-		if filtered && !f.Matches(v.meta[i]) {
-			continue
-		}
-		s := dot(q, v.flat[i*v.dim:(i+1)*v.dim])
-		if len(h) < k {
-			heap.Push(&h, scored{i, s})
-		} else if s > h[0].score {
-			h[0] = scored{i, s}
-			heap.Fix(&h, 0)
+	var block [scanBlock]float32
+	for start := lo; start < hi; start += scanBlock {
+		end := min(start+scanBlock, hi)
+		scores := block[:end-start]
+		dots(q, v.flat[start*v.dim:end*v.dim], v.dim, scores)
+		for j, s := range scores {
+			i := start + j
+			if filtered && !f.Matches(v.meta[i]) {
+				continue
+			}
+			if len(h) < k {
+				heap.Push(&h, scored{i, s})
+			} else if s > h[0].score {
+				h[0] = scored{i, s}
+				heap.Fix(&h, 0)
+			}
 		}
 	}
 	return h
@@ -199,7 +233,7 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 	}
 	qv := normalize(q.Vector)
 	f := q.Filter
-	filtered := len(f.SourceTypes)+len(f.Kinds)+len(f.NodeTypes) > 0 || f.SourceURN != "" || !f.Since.IsZero() || !f.Until.IsZero()
+	filtered := f.Active()
 	parts := 1
 	if n >= 20_000 {
 		parts = min(runtime.GOMAXPROCS(0), 8)
@@ -223,25 +257,44 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 		}
 	}
 	hits := make([]rag.Hit, len(best))
-	ids := make([]string, len(best))
+	seqs := make([]int64, len(best))
 	for i := len(best) - 1; i >= 0; i-- {
 		s := heap.Pop(&best).(scored)
 		hits[i] = rag.Hit{Chunk: v.meta[s.i], Score: float64(s.score), VectorScore: float64(s.score)}
-		ids[i] = v.ids[s.i]
+		seqs[i] = v.seqs[s.i]
 	}
 	v.mu.RUnlock()
-	chunks, err := x.Get(ctx, ids...)
+	return x.withText(ctx, hits, seqs)
+}
+
+// withText fills in the text of hits, whose chunks have the row ids seqs,
+// and leaves out those deleted since they were scored.
+func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs []int64) ([]rag.Hit, error) {
+	list, _ := json.Marshal(seqs)
+	rows, err := x.s.db.R.QueryContext(ctx, `SELECT seq, client, id, text FROM chunks WHERE seq IN (SELECT value FROM json_each(?))`, string(list))
 	if err != nil {
+		return nil, x.s.db.Explain("chunk text", err)
+	}
+	defer rows.Close()
+	type row struct{ client, id, text string }
+	found := make(map[int64]row, len(seqs))
+	for rows.Next() {
+		var seq int64
+		var r row
+		if err := rows.Scan(&seq, &r.client, &r.id, &r.text); err != nil {
+			return nil, err
+		}
+		found[seq] = r
+	}
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	text := make(map[string]string, len(chunks))
-	for _, c := range chunks {
-		text[c.ID] = c.Text
-	}
 	out := hits[:0]
-	for _, h := range hits {
-		if t, ok := text[h.Chunk.ID]; ok { // deleted since the scan: skip
-			h.Chunk.Text = t
+	for i, h := range hits {
+		// A row id is reused once its chunk is deleted: it must still be
+		// this client's chunk.
+		if r, ok := found[seqs[i]]; ok && r.client == x.client && r.id == h.Chunk.ID {
+			h.Chunk.Text = r.text
 			out = append(out, h)
 		}
 	}

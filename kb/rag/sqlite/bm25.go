@@ -1,0 +1,254 @@
+package sqlite
+
+import (
+	"container/heap"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// BM25 is scored here in Go, exactly as FTS5's bm25() scores it (k1 = 1.2,
+// b = 0.75, IDF log((N - n + 0.5) / (n + 0.5)) floored at 1e-6; fts5_aux.c),
+// from FTS5's own index: the postings of each query token come from the
+// client's 'instance' vocabulary table, and chunk lengths from FTS5's
+// docsize table, held in memory with the vectors. FTS5's ORDER BY rank
+// calls bm25() on every matching row, and bm25() looks the row's length up
+// with a statement of its own each time: at 100,000 chunks that was three
+// quarters of a keyword query. A test checks that both give the same
+// scores.
+const (
+	bm25K1 = 1.2
+	bm25B  = 0.75
+)
+
+// columnSize decodes an FTS5 docsize blob (one SQLite varint per column;
+// the chunk table has one) into a token count.
+func columnSize(b []byte) int32 {
+	var v uint64
+	for i, c := range b {
+		if i == 8 {
+			v = v<<8 | uint64(c)
+			break
+		}
+		v = v<<7 | uint64(c&0x7f)
+		if c&0x80 == 0 {
+			break
+		}
+	}
+	return int32(min(v, math.MaxInt32))
+}
+
+// tokenizer turns query words into FTS5 tokens with FTS5 itself, so that a
+// word's token is the one the index holds whatever the stemmer and the
+// Unicode rules make of it: each connection of a private in-memory database
+// has an FTS5 table with the chunks' tokenizer, into which the words are
+// written and from whose vocabulary they are read back.
+type tokenizer struct {
+	once sync.Once
+	db   *sql.DB
+	err  error
+}
+
+const tokenizerSpec = `porter unicode61 remove_diacritics 2`
+
+// tokens returns, for each word, its FTS5 tokens in order.
+func (t *tokenizer) tokens(ctx context.Context, words []string) ([][]string, error) {
+	t.once.Do(func() {
+		t.db, t.err = sql.Open("sqlite", "file::memory:")
+		if t.err == nil {
+			n := runtime.GOMAXPROCS(0)
+			t.db.SetMaxOpenConns(n)
+			t.db.SetMaxIdleConns(n)
+		}
+	})
+	if t.err != nil {
+		return nil, t.err
+	}
+	conn, err := t.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	// Every connection is its own in-memory database: create the tables on
+	// first use of each.
+	for _, stmt := range []string{
+		`CREATE VIRTUAL TABLE IF NOT EXISTS q USING fts5(w, tokenize='` + tokenizerSpec + `')`,
+		`CREATE VIRTUAL TABLE IF NOT EXISTS qi USING fts5vocab(q, 'instance')`,
+		`DELETE FROM q`,
+	} {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return nil, err
+		}
+	}
+	list, _ := json.Marshal(words)
+	if _, err := conn.ExecContext(ctx, `INSERT INTO q (rowid, w) SELECT key, value FROM json_each(?)`, string(list)); err != nil {
+		return nil, err
+	}
+	rows, err := conn.QueryContext(ctx, `SELECT doc, offset, term FROM qi ORDER BY doc, offset`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([][]string, len(words))
+	for rows.Next() {
+		var doc, offset int
+		var term string
+		if err := rows.Scan(&doc, &offset, &term); err != nil {
+			return nil, err
+		}
+		out[doc] = append(out[doc], term)
+	}
+	return out, rows.Err()
+}
+
+func (t *tokenizer) close() error {
+	if t.db == nil {
+		return nil
+	}
+	return t.db.Close()
+}
+
+// bm25 scores the chunks holding any of tokens (one per query word, as
+// FTS5 takes each quoted word as a phrase; a token may repeat) and returns
+// the best q.Limit that pass q.Filter. ok is false, and nothing is
+// returned, when the index changed while the postings were read (the caller
+// asks FTS5 instead).
+func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []rag.Hit, ok bool, err error) {
+	v, err := x.current(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() {
+		if v != nil {
+			v.mu.RUnlock()
+		}
+	}()
+	// The postings and the generation in one read transaction: they match
+	// the vectors' lengths only if the generation is the one loaded.
+	tx, err := x.s.db.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, false, x.s.db.Explain("bm25", err)
+	}
+	defer tx.Rollback()
+	type posting struct {
+		i  int // row in v
+		tf float64
+	}
+	postings := map[string][]posting{}
+	for _, tok := range tokens {
+		if _, done := postings[tok]; done {
+			continue
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT doc FROM `+x.instances()+` WHERE term = ?`, tok)
+		if err != nil {
+			return nil, false, x.s.db.Explain("bm25 postings", err)
+		}
+		var list []posting
+		last := int64(-1)
+		for rows.Next() {
+			var doc int64
+			if err := rows.Scan(&doc); err != nil {
+				rows.Close()
+				return nil, false, err
+			}
+			if doc == last { // instances come ordered by doc
+				list[len(list)-1].tf++
+				continue
+			}
+			last = doc
+			if i, live := v.bySeq[doc]; live {
+				list = append(list, posting{i, 1})
+			} else {
+				rows.Close() // not in the vectors: they are behind the index
+				return nil, false, nil
+			}
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		rows.Close()
+		postings[tok] = list
+	}
+	var gen int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen); err != nil {
+		return nil, false, x.s.db.Explain("bm25", err)
+	}
+	tx.Rollback() // before withText takes a connection of its own: the pool is small
+	if gen != v.gen {
+		return nil, false, nil
+	}
+
+	n := float64(len(v.ids))
+	avgdl := float64(v.tokens) / n
+	scores := map[int]float64{}
+	for _, tok := range tokens {
+		list := postings[tok]
+		idf := math.Log((n - float64(len(list)) + 0.5) / (float64(len(list)) + 0.5))
+		if idf <= 0 {
+			idf = 1e-6
+		}
+		for _, p := range list {
+			dl := float64(v.lens[p.i])
+			scores[p.i] += idf * (p.tf * (bm25K1 + 1)) / (p.tf + bm25K1*(1-bm25B+bm25B*dl/avgdl))
+		}
+	}
+	f := q.Filter
+	filtered := f.Active()
+	best := make(ranked, 0, q.Limit+1)
+	for i, s := range scores {
+		if filtered && !f.Matches(v.meta[i]) {
+			continue
+		}
+		r := rankedHit{i: i, seq: v.seqs[i], score: s}
+		if len(best) < q.Limit {
+			heap.Push(&best, r)
+		} else if r.better(best[0]) {
+			best[0] = r
+			heap.Fix(&best, 0)
+		}
+	}
+	slices.SortFunc(best, func(a, b rankedHit) int {
+		if a.better(b) {
+			return -1
+		}
+		return 1
+	})
+	hits = make([]rag.Hit, len(best))
+	seqs := make([]int64, len(best))
+	for j, r := range best {
+		hits[j] = rag.Hit{Chunk: v.meta[r.i], Score: r.score, BM25Score: r.score}
+		seqs[j] = r.seq
+	}
+	v.mu.RUnlock()
+	v = nil
+	hits, err = x.withText(ctx, hits, seqs)
+	return hits, err == nil, err
+}
+
+// rankedHit is a BM25 candidate: row i of the vectors, FTS5 row id seq.
+type rankedHit struct {
+	i     int
+	seq   int64
+	score float64
+}
+
+// better orders by score, then by row id (FTS5's order among equals).
+func (r rankedHit) better(o rankedHit) bool {
+	return r.score > o.score || r.score == o.score && r.seq < o.seq
+}
+
+// ranked is a min-heap: the worst kept candidate on top.
+type ranked []rankedHit
+
+func (h ranked) Len() int           { return len(h) }
+func (h ranked) Less(i, j int) bool { return h[j].better(h[i]) }
+func (h ranked) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *ranked) Push(x any)        { *h = append(*h, x.(rankedHit)) }
+func (h *ranked) Pop() any          { old := *h; x := old[len(old)-1]; *h = old[:len(old)-1]; return x }

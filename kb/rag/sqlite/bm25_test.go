@@ -1,0 +1,179 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// The BM25 scored in Go from the FTS5 postings gives FTS5's own bm25()
+// scores and order: on the search test corpus, after updates and deletes
+// (FTS5 rows deleted and written again under the same row id), with words
+// that share a stem, accents, limits that cut the list, and a filter.
+func TestBM25MatchesFTS5(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "chunks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := s.For("acme").(*index)
+
+	var corpus []struct{ Node, Type, Content string }
+	raw, err := os.ReadFile("../../testdata/search/corpus.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &corpus); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range []string{
+		"Café résumé for the naïve reviewer", "cafe resume, reviewed", "Backups, backup and backing up the offsite backups",
+		"the backup the backup the backup", "Résumé: Zoë's café in Brno",
+	} {
+		corpus = append(corpus, struct{ Node, Type, Content string }{"note:x", "NOTE", extra})
+	}
+	chunk := func(i int, text string) rag.Chunk {
+		return rag.Chunk{ID: fmt.Sprintf("c%03d", i), Text: text, SourceURN: fmt.Sprintf("urn:%d", i), SourceType: corpus[i].Type,
+			GraphRefs: []string{corpus[i].Node}, Timestamp: time.Unix(int64(i), 0), Vector: []float32{1, float32(i)}}
+	}
+	var chunks []rag.Chunk
+	for i, d := range corpus {
+		chunks = append(chunks, chunk(i, d.Content))
+	}
+	if err := x.Upsert(ctx, chunks...); err != nil {
+		t.Fatal(err)
+	}
+	// New text under the same row ids, and deletes.
+	if err := x.Upsert(ctx, chunk(1, "Certificates renewed: the backup gateway certificate and the café backups"), chunk(4, corpus[7].Content)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Delete(ctx, "c002", "c010"); err != nil {
+		t.Fatal(err)
+	}
+
+	var queries []struct{ Query string }
+	raw, err = os.ReadFile("../../testdata/search/queries.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &queries); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range []string{"backups backup backing", "café résumé", "cafe", "Zoe", "certificate gateway backups"} {
+		queries = append(queries, struct{ Query string }{extra})
+	}
+	compared := 0
+	for _, qq := range queries {
+		for _, q := range []rag.Query{
+			{Text: qq.Query, Limit: 50},
+			{Text: qq.Query, Limit: 3},
+			{Text: qq.Query, Limit: 50, Filter: rag.Filter{SourceTypes: []string{"JIRA", "NOTE"}}},
+		} {
+			if err := q.Normalize(); err != nil {
+				t.Fatal(err)
+			}
+			words := Terms(q.Text)
+			tokens, err := s.tok.tokens(ctx, words)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flat := make([]string, len(words))
+			for i, tok := range tokens {
+				if len(tok) != 1 {
+					t.Fatalf("%q: word %q is %d tokens", q.Text, words[i], len(tok))
+				}
+				flat[i] = tok[0]
+			}
+			got, ok, err := x.bm25(ctx, q, flat)
+			if err != nil || !ok {
+				t.Fatalf("%q: %v (scored: %v)", q.Text, err, ok)
+			}
+			want, err := x.bm25SQL(ctx, q, words)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%q limit %d: %d hits, FTS5 %d", q.Text, q.Limit, len(got), len(want))
+			}
+			for i := range got {
+				g, w := got[i], want[i]
+				if math.Abs(g.BM25Score-w.BM25Score) > 1e-9*max(1, math.Abs(w.BM25Score)) {
+					t.Fatalf("%q #%d: %s scores %.12f, FTS5 %s %.12f", q.Text, i, g.Chunk.ID, g.BM25Score, w.Chunk.ID, w.BM25Score)
+				}
+				tie := i > 0 && got[i-1].BM25Score == g.BM25Score || i+1 < len(got) && got[i+1].BM25Score == g.BM25Score
+				if g.Chunk.ID != w.Chunk.ID && !tie {
+					t.Fatalf("%q #%d: %s, FTS5 %s", q.Text, i, g.Chunk.ID, w.Chunk.ID)
+				}
+				if g.Chunk.Text == "" || g.Chunk.SourceURN != w.Chunk.SourceURN {
+					t.Fatalf("%q #%d: chunk %+v, FTS5 %+v", q.Text, i, g.Chunk, w.Chunk)
+				}
+			}
+			compared += len(got)
+		}
+	}
+	if compared < 200 {
+		t.Fatalf("only %d hits compared", compared)
+	}
+}
+
+func TestColumnSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   []byte
+		want int32
+	}{{nil, 0}, {[]byte{5}, 5}, {[]byte{0x81, 0x00}, 128}, {[]byte{0x82, 0x81, 0x03}, 2<<14 | 1<<7 | 3}} {
+		if got := columnSize(tc.in); got != tc.want {
+			t.Errorf("columnSize(% x) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Many keyword searches at once, more than the read pool has connections,
+// all finish: none holds one connection while it waits for another.
+func TestBM25Concurrent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "chunks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := s.For("acme")
+	var chunks []rag.Chunk
+	for i := range 200 {
+		chunks = append(chunks, rag.Chunk{ID: fmt.Sprint(i), Text: fmt.Sprintf("backup job %d failed on host %d", i, i%7),
+			SourceURN: fmt.Sprint("urn:", i), Vector: []float32{1, float32(i)}})
+	}
+	if err := x.Upsert(ctx, chunks...); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	for range 64 {
+		go func() {
+			hits, err := x.Hybrid(ctx, rag.Query{Text: "backup failed", Vector: []float32{1, 3}, Limit: 5})
+			if err == nil && len(hits) != 5 {
+				err = fmt.Errorf("%d hits", len(hits))
+			}
+			done <- err
+		}()
+	}
+	timeout := time.After(30 * time.Second)
+	for range 64 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatal("searches stuck: a connection held while waiting for another?")
+		}
+	}
+}
