@@ -37,6 +37,7 @@ import (
 
 	"github.com/ollama/ollama/api"
 
+	"github.com/jervis-dev/jervis/internal/llmtools"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
@@ -93,10 +94,7 @@ func New(cfg Config) (*Agent, error) {
 }
 
 // Call is one validated tool call.
-type Call struct {
-	Name string         `json:"name"`
-	Args map[string]any `json:"args"`
-}
+type Call = llmtools.Call
 
 // Input is what the agent starts from.
 type Input struct {
@@ -163,7 +161,7 @@ func (a *Agent) Qualify(ctx context.Context, in Input) (Result, error) {
 			break
 		}
 		var reply api.ChatResponse
-		err := a.client.Chat(ctx, &api.ChatRequest{Model: a.cfg.Model, Messages: messages, Tools: tools(), Stream: &stream,
+		err := a.client.Chat(ctx, &api.ChatRequest{Model: a.cfg.Model, Messages: messages, Tools: llmtools.Tools(toolSpecs), Stream: &stream,
 			Options: map[string]any{"temperature": 0}}, func(r api.ChatResponse) error { reply = r; return nil })
 		res.Usage.ModelCalls++
 		res.Usage.Iterations++
@@ -265,7 +263,7 @@ type run struct {
 }
 
 func (r *run) validateAndExecute(ctx context.Context, c Call) (string, error) {
-	if err := validate(c); err != nil {
+	if err := llmtools.Validate(toolSpecs, c); err != nil {
 		return "", err
 	}
 	return r.execute(ctx, c)
@@ -275,7 +273,7 @@ func (r *run) validateAndExecute(ctx context.Context, c Call) (string, error) {
 func (r *run) execute(ctx context.Context, c Call) (string, error) {
 	k := r.agent.cfg.KB
 	in := r.in
-	str := func(name string) string { s, _ := c.Args[name].(string); return s }
+	str := c.String
 	r.n++
 	ingest := func(req kb.IngestRequest) (string, error) {
 		req.Client, req.SourceType, req.ObservedAt = in.Client, "AGENT", in.Document.ObservedAt
@@ -291,11 +289,7 @@ func (r *run) execute(ctx context.Context, c Call) (string, error) {
 	}
 	switch c.Name {
 	case "searchHybrid":
-		limit := 5
-		if f, ok := c.Args["limit"].(float64); ok {
-			limit = int(f)
-		}
-		pack, err := k.Search(ctx, kb.SearchRequest{Client: in.Client, Query: str("query"), Limit: limit})
+		pack, err := k.Search(ctx, kb.SearchRequest{Client: in.Client, Query: str("query"), Limit: c.Int("limit", 5)})
 		if err != nil {
 			return "", err
 		}
