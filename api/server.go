@@ -35,6 +35,10 @@ type Config struct {
 	// PollNow asks the pollers of this process for a poll of a connection
 	// (pollers.Scheduler.PollNow); nil when this process runs no pollers.
 	PollNow func(connection string) error
+	// Tracker, when set, is told of every authenticated request to a
+	// client or admin route (not health, metrics, the OpenAPI document or
+	// the event stream): the executor yields to them.
+	Tracker interface{ RegisterRequestStart() (end func()) }
 	// BaseContext bounds background work (reprocess jobs): cancel it to
 	// stop them, then Wait. Default: never cancelled.
 	BaseContext context.Context
@@ -140,6 +144,9 @@ type status struct {
 
 func (s *Server) serve(h handlerFunc, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Tracker != nil {
+			defer s.cfg.Tracker.RegisterRequestStart()()
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		out, err := h(r, principalOf(r.Context()))
 		if err != nil {

@@ -86,6 +86,12 @@ func (k *KB) Wipe(ctx context.Context, client string) error {
 // Resolver returns the KB's ref resolver.
 func (k *KB) Resolver() *Resolver { return k.resolver }
 
+// Graph returns the graph store the KB writes.
+func (k *KB) Graph() graph.Store { return k.graph }
+
+// Chunks returns the chunk store the KB writes.
+func (k *KB) Chunks() rag.Store { return k.chunks }
+
 // MetaRelation is a relationship a caller knows from structured fields (an
 // email's sender, a Jira assignee). Evidence, when set, is text of Content
 // that supports it; the chunk holding it becomes the edge's evidence (the

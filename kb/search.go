@@ -240,3 +240,13 @@ func describeNode(n graph.Node) string {
 	}
 	return b.String()
 }
+
+// Related returns the relations of the nodes within depth of key (at most
+// limit nodes), each with the text of its evidence, most confident first.
+func (k *KB) Related(ctx context.Context, client, key string, depth, limit int) ([]Item, error) {
+	hood, err := k.graph.For(client).Neighbors(ctx, graph.NeighborQuery{Start: []string{key}, Depth: depth, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return k.relations(ctx, client, hood.Edges)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/internal/pipelinetest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
@@ -90,32 +91,7 @@ func loadDemo(t testing.TB, st store.Store) []store.Document {
 }
 
 // drain runs the indexers and the qualifier until no work is left.
-func drain(t *testing.T, e env, users []string) {
-	t.Helper()
-	ix, err := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, Users: users, PollInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { ix.Run(ctx) })
-	wg.Go(func() { q.Run(ctx) })
-	deadline := time.Now().Add(120 * time.Second)
-	for time.Now().Before(deadline) {
-		st, _ := e.st.Stats(context.Background())
-		busy := st.Documents["NEW"] + st.Documents["INDEXING"] + st.Tasks["NEW"] + st.Tasks["RETRY"] + st.Tasks["QUALIFICATION_IN_PROGRESS"]
-		if busy == 0 && st.Documents["INDEXED"] > 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	cancel()
-	wg.Wait()
-}
+func drain(t *testing.T, e env, users []string) { pipelinetest.Drain(t, e.st, e.kb, users) }
 
 func TestDemoCorpusWithTheRulesQualifier(t *testing.T) {
 	t.Parallel()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jervis-dev/jervis/api"
+	"github.com/jervis-dev/jervis/executor"
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/config"
 	"github.com/jervis-dev/jervis/internal/embedded"
@@ -87,7 +89,7 @@ func (a *app) serve(parent context.Context) error {
 		components = append(components, ix)
 	}
 	var k *embedded.KB
-	if a.cfg.HasRole("qualifier") || a.cfg.HasRole("api") {
+	if a.cfg.HasRole("qualifier") || a.cfg.HasRole("api") || a.cfg.HasRole("executor") {
 		if k, err = a.openKB(ctx, st); err != nil {
 			return err
 		}
@@ -107,6 +109,30 @@ func (a *app) serve(parent context.Context) error {
 			return err
 		}
 		components = append(components, q)
+	}
+	var monitor *executor.Monitor
+	if a.cfg.HasRole("executor") {
+		ec := a.cfg.Executor
+		monitor = executor.NewMonitor(ec.IdleAfter)
+		cfg := executor.Config{Store: st, KB: k.KB, Monitor: monitor, Concurrency: ec.Concurrency, PollInterval: a.cfg.Indexers.PollInterval,
+			ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob}
+		workflow := "extractive"
+		if ec.Model != "" {
+			if cfg.Workflow, err = executor.NewAgent(executor.AgentConfig{Host: ec.OllamaHost, Model: ec.Model, MaxIterations: ec.MaxIterations,
+				MaxTokens: ec.MaxTokens, MaxDuration: ec.MaxDuration, KB: k.KB}); err != nil {
+				return err
+			}
+			workflow = "agent " + ec.Model
+		}
+		x, err := executor.New(cfg)
+		if err != nil {
+			return err
+		}
+		components = append(components, x)
+		log.Info("executor", "workflow", workflow, "idle_after", monitor.IdleAfter())
+		if !a.cfg.HasRole("api") {
+			log.Warn("the executor runs without the api role in this process: it cannot see user requests, so it never yields to them")
+		}
 	}
 	var pollNow func(string) error
 	if a.cfg.HasRole("pollers") {
@@ -131,8 +157,12 @@ func (a *app) serve(parent context.Context) error {
 		if rate == 0 {
 			rate = -1 // no limit
 		}
-		apiServer := api.New(api.Config{Store: st, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
-			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log})
+		ac := api.Config{Store: st, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
+			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log}
+		if monitor != nil { // the executor yields to this API's users
+			ac.Tracker = monitor
+		}
+		apiServer := api.New(ac)
 		apiServer.Register(mux)
 		defer apiServer.Wait() // reprocess jobs end with ctx, before the stores close
 	}
@@ -211,7 +241,7 @@ func (a *app) apiKeys(ctx context.Context, st store.Store, addr string) error {
 // roleWired reports whether a role has components in this build. Health and
 // readiness are served by every process whatever its roles.
 func roleWired(role string) bool {
-	return role == "api" || role == "indexers" || role == "pollers" || role == "qualifier"
+	return slices.Contains(config.Roles, role)
 }
 
 // scheduler builds the configured connections' sources. Secrets are read

@@ -50,6 +50,7 @@ type Config struct {
 	Store           Store         `yaml:"store"`
 	Indexers        Indexers      `yaml:"indexers"`
 	Qualifier       Qualifier     `yaml:"qualifier"`
+	Executor        Executor      `yaml:"executor"`
 	API             API           `yaml:"api"`
 	// Connections are the sources the pollers watch (file only: no
 	// environment overrides).
@@ -167,6 +168,25 @@ type Qualifier struct {
 	UncertainLinks string `yaml:"uncertain_links"`
 }
 
+// Executor tunes the executor (role executor): READY_FOR_GPU work that
+// runs only while no user request is active.
+type Executor struct {
+	// IdleAfter is how long no user request must have been active before
+	// background work runs.
+	IdleAfter time.Duration `yaml:"idle_after"`
+	// Concurrency is how many tasks run at once (1: one GPU).
+	Concurrency int `yaml:"concurrency"`
+	// Model is the primary (GPU) Ollama model of the workflow agent; empty:
+	// the extractive workflow (a digest from TaskMemory and the graph).
+	Model string `yaml:"model"`
+	// OllamaHost is the Ollama server of the workflow agent.
+	OllamaHost string `yaml:"ollama_host"`
+	// MaxIterations, MaxTokens and MaxDuration are a task's budget.
+	MaxIterations int           `yaml:"max_iterations"`
+	MaxTokens     int           `yaml:"max_tokens"`
+	MaxDuration   time.Duration `yaml:"max_duration"`
+}
+
 // API tunes the REST API (role api). Its admin key is never a setting:
 // JERVIS_ADMIN_KEY sets it, or one is generated at first start.
 type API struct {
@@ -227,7 +247,9 @@ func Default() Config {
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
 		Qualifier:       Qualifier{Concurrency: 4, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
-		API:             API{RateLimit: 50, RateBurst: 100, MaxBodyBytes: 1 << 20},
+		Executor: Executor{IdleAfter: 30 * time.Second, Concurrency: 1, OllamaHost: "http://127.0.0.1:11434",
+			MaxIterations: 500, MaxTokens: 1_000_000, MaxDuration: 15 * time.Minute},
+		API: API{RateLimit: 50, RateBurst: 100, MaxBodyBytes: 1 << 20},
 	}
 }
 
@@ -523,6 +545,21 @@ func (c Config) Validate() error {
 		}
 	default:
 		bad("qualifier.uncertain_links", "%q is not auto, record, fetch or model", u)
+	}
+	if c.Executor.IdleAfter < 0 {
+		bad("executor.idle_after", "%s is negative", c.Executor.IdleAfter)
+	}
+	if c.Executor.Concurrency < 1 || c.Executor.Concurrency > 64 {
+		bad("executor.concurrency", "%d is not 1..64", c.Executor.Concurrency)
+	}
+	if c.Executor.MaxIterations < 1 || c.Executor.MaxIterations > 10_000 {
+		bad("executor.max_iterations", "%d is not 1..10000", c.Executor.MaxIterations)
+	}
+	if c.Executor.MaxTokens < 1 {
+		bad("executor.max_tokens", "%d is not positive", c.Executor.MaxTokens)
+	}
+	if c.Executor.MaxDuration <= 0 {
+		bad("executor.max_duration", "%s is not positive", c.Executor.MaxDuration)
 	}
 	if c.API.RateLimit < 0 {
 		bad("api.rate_limit", "%v is negative (0: no limit)", c.API.RateLimit)

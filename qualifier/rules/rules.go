@@ -402,3 +402,76 @@ func sentenceWith(text, word string) string {
 	}
 	return strings.TrimSpace(text[start : i+end])
 }
+
+// Asks is what a document asks of its readers, sentence by sentence, from
+// its own text (quoted lines and links left out).
+type Asks struct {
+	Questions []string `json:"questions,omitempty"` // sentences ending in "?"
+	Requests  []string `json:"requests,omitempty"`  // "please", "could you", "review", ...
+	Decisions []string `json:"decisions,omitempty"` // "decide", "approve", "sign-off", ...
+	Deadlines []string `json:"deadlines,omitempty"` // "by Friday", "before the 12th", ...
+	Of        []string `json:"of,omitempty"`        // whom: an email's To, an issue's assignee
+	From      string   `json:"from,omitempty"`      // who asks: the sender, the reporter
+}
+
+// Asked returns what d asks, by the same rules Route decides with.
+func Asked(d store.Document) Asks {
+	m := d.Normalized.Metadata
+	var a Asks
+	switch d.SourceType {
+	case store.SourceEmail:
+		a.Of, a.From = strs(m["to"]), or(str(m, "fromName"), str(m, "from"))
+	case store.SourceJira:
+		if as := str(m, "assignee"); as != "" {
+			a.Of = []string{as}
+		}
+		a.From = str(m, "reporter")
+	default:
+		a.From = str(m, "author")
+	}
+	for _, s := range sentences(ownText(d.Normalized.Body)) {
+		switch {
+		case strings.HasSuffix(s, "?") && len(s) > 8:
+			a.Questions = append(a.Questions, s)
+		case decisionRE.MatchString(s):
+			a.Decisions = append(a.Decisions, s)
+		case requestRE.MatchString(s):
+			a.Requests = append(a.Requests, s)
+		}
+		for _, dl := range deadlineRE.FindAllString(s, -1) {
+			if !slices.Contains(a.Deadlines, dl) {
+				a.Deadlines = append(a.Deadlines, dl)
+			}
+		}
+	}
+	return a
+}
+
+// sentences splits text into trimmed sentences at . ! ? and line ends,
+// keeping the mark.
+func sentences(text string) []string {
+	var out []string
+	for line := range strings.Lines(text) {
+		rest := strings.TrimSpace(line)
+		for rest != "" {
+			i := strings.IndexAny(rest, ".!?")
+			// A mark inside a word ("v1.2", "e.g.") does not end a sentence.
+			for i >= 0 && i+1 < len(rest) && rest[i+1] != ' ' {
+				j := strings.IndexAny(rest[i+1:], ".!?")
+				if j < 0 {
+					i = -1
+					break
+				}
+				i += 1 + j
+			}
+			if i < 0 {
+				i = len(rest) - 1
+			}
+			if s := strings.TrimSpace(rest[:i+1]); s != "" {
+				out = append(out, s)
+			}
+			rest = strings.TrimSpace(rest[i+1:])
+		}
+	}
+	return out
+}

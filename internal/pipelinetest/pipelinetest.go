@@ -1,0 +1,46 @@
+// Package pipelinetest runs the real indexers and qualifier over a store in
+// tests, until the work they can do is done.
+package pipelinetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/indexers"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/qualifier"
+)
+
+// Drain runs the indexers and the rules qualifier (users: whose requests
+// route READY_FOR_GPU) until no document or task waits for them, for two
+// minutes at most.
+func Drain(t testing.TB, st store.Store, k *kb.KB, users []string) {
+	t.Helper()
+	ix, err := indexers.New(st, indexers.Config{PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := qualifier.New(qualifier.Config{Store: st, KB: k, Users: users, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { ix.Run(ctx) })
+	wg.Go(func() { q.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		s, err := st.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy := s.Documents["NEW"] + s.Documents["INDEXING"] + s.Tasks["NEW"] + s.Tasks["RETRY"] + s.Tasks["QUALIFICATION_IN_PROGRESS"]
+		if busy == 0 && s.Documents["INDEXED"] > 0 {
+			return
+		}
+	}
+	t.Fatal("the indexers and the qualifier did not finish in two minutes")
+}
