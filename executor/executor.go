@@ -238,10 +238,11 @@ func (e *Executor) storeResult(ctx context.Context, in Input, out Output) error 
 	}
 	_, err := e.cfg.KB.Ingest(ctx, kb.IngestRequest{
 		Client: in.Task.Client, MainNode: out.ResultNode, SourceURN: out.ResultNode, SourceType: "EXECUTOR", Kind: "result",
-		Props:      map[string]any{"task": in.Task.ID, "workflow": out.Workflow, "sourceDoc": in.Task.SourceDoc},
-		Content:    out.Text,
-		Relations:  []kb.MetaRelation{{From: out.ResultNode, Type: "result_of", To: in.MainNode, Origin: origin}},
-		ObservedAt: time.Now().UTC(),
+		Props:        map[string]any{"task": in.Task.ID, "workflow": out.Workflow, "sourceDoc": in.Task.SourceDoc},
+		Content:      out.Text,
+		MentionsOnly: true, // the text reports on relations; it is not their evidence
+		Relations:    []kb.MetaRelation{{From: out.ResultNode, Type: "result_of", To: in.MainNode, Origin: origin}},
+		ObservedAt:   time.Now().UTC(),
 	})
 	if err != nil {
 		return fmt.Errorf("store the result of %s: %w", in.Task.ID, err)

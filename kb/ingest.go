@@ -114,6 +114,11 @@ type IngestRequest struct {
 	SourceType string // EMAIL, JIRA, ...
 	Kind       string // chunk kind, e.g. "body"
 	ObservedAt time.Time
+	// MentionsOnly leaves relationship syntax in Content unparsed (refs it
+	// names still count as mentions): for text that reports on the graph,
+	// such as an executor's result, whose "a -[type]-> b" lines are not
+	// claims of its own.
+	MentionsOnly bool
 }
 
 // IngestResult reports what Ingest wrote.
@@ -206,6 +211,16 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 
 	// Relationships and mentions, resolved through aliases.
 	found, mentions := ParseRelations(req.Content, main)
+	if req.MentionsOnly {
+		for _, f := range found {
+			for _, s := range []string{f.From, f.To} {
+				if r, err := ParseRef(s); err == nil {
+					mentions = append(mentions, Mention{Ref: r, Offset: f.Offset})
+				}
+			}
+		}
+		found = nil
+	}
 	type edgeAt struct {
 		graph.Edge
 		chunk int

@@ -1,6 +1,7 @@
 package kb_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -279,5 +280,25 @@ func TestIngestBadInput(t *testing.T) {
 	res, err = e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "doc:big", Content: big})
 	if err != nil || len(res.Chunks) < 20 {
 		t.Fatalf("big document: %d chunks, %v", len(res.Chunks), err)
+	}
+}
+
+// Text that reports on the graph (MentionsOnly) names relations without
+// becoming their evidence: its refs are mentions, its syntax adds no edge.
+func TestIngestMentionsOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	res, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "result:t1", MentionsOnly: true,
+		Content: "Related:\n- email:42 -[sent_by]-> person:ann\n- jira:OPS-1|blocks|jira:OPS-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edges, err := e.graph.For("acme").CountEdgesByType(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edges["sent_by"]+edges["blocks"] != 0 || edges["mentions"] != 4 {
+		t.Fatalf("edges %v (ingest %+v)", edges, res)
 	}
 }

@@ -246,7 +246,7 @@ const (
 
 var (
 	requestRE  = regexp.MustCompile(`(?i)\b(could you|can you|would you|please|review|sign[- ]off|approve|take a look|let me know|decide|need your)\b`)
-	deadlineRE = regexp.MustCompile(`(?i)\b(by|before|until|due)\s+(monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|end of (the )?(day|week|month)|eod|\d{1,2}(st|nd|rd|th)?)\b`)
+	deadlineRE = regexp.MustCompile(`(?i)\b(by|before|until|due)\s+(?:the\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|end of (the )?(day|week|month)|eod|\d{1,2}(st|nd|rd|th)?)\b`)
 	decisionRE = regexp.MustCompile(`(?i)\b(decide|decision|approve|approval|sign[- ]off|disagree|priority)\b`)
 	fyiRE      = regexp.MustCompile(`(?i)\b(fyi|no action needed|for your information|newsletter|notice)\b`)
 )

@@ -115,3 +115,32 @@ func TestStructureEmail(t *testing.T) {
 func containsLine(content, line string) bool {
 	return slices.Contains(strings.Split(content, "\n"), line)
 }
+
+// Asked finds, sentence by sentence, what a message asks, of whom and by
+// when; quoted lines and links do not count, and a dot inside a word or a
+// number does not end a sentence.
+func TestAsked(t *testing.T) {
+	t.Parallel()
+	d := store.Document{SourceType: store.SourceEmail, Normalized: store.Normalized{
+		Metadata: map[string]any{"to": []any{"Bob Smith <bob@acme.test>"}, "fromName": "Ann Novak"},
+		Body: "Hi Bob,\nv2.1 is out. Can we ship it?\nPlease sign off the release notes by Friday. We must decide on the " +
+			"pricing before the 12th!\nSee https://x.test/a?b=1.\n> Could you also review my old mail?\nThanks",
+	}}
+	got := rules.Asked(d)
+	want := rules.Asks{
+		Questions: []string{"Can we ship it?"},
+		Requests:  nil,
+		Decisions: []string{"Please sign off the release notes by Friday.", "We must decide on the pricing before the 12th!"},
+		Deadlines: []string{"by Friday", "before the 12th"},
+		Of:        []string{"Bob Smith <bob@acme.test>"},
+		From:      "Ann Novak",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("asked:\n got %+v\nwant %+v", got, want)
+	}
+	jira := store.Document{SourceType: store.SourceJira, Normalized: store.Normalized{
+		Metadata: map[string]any{"assignee": "dmitri", "reporter": "carol"}, Body: "Could you look at the flaky test before Monday?"}}
+	if a := rules.Asked(jira); !slices.Equal(a.Of, []string{"dmitri"}) || a.From != "carol" || len(a.Questions) != 1 || !slices.Equal(a.Deadlines, []string{"before Monday"}) {
+		t.Fatalf("jira: %+v", a)
+	}
+}
