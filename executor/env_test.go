@@ -33,6 +33,14 @@ const client = "acme"
 func newEnv(t testing.TB, n int) env {
 	t.Helper()
 	all := embeddedtest.Open(t, "")
+	tasks := readyTasks(t, all, n)
+	return env{All: all, tasks: tasks}
+}
+
+// readyTasks stores n e-mails that ask something and runs the indexers and
+// the qualifier over them: n READY_FOR_GPU tasks.
+func readyTasks(t testing.TB, all *embedded.All, n int) []store.Task {
+	t.Helper()
 	ctx := context.Background()
 	for i := range n {
 		raw := fmt.Sprintf(`From: Ann Novak <ann.novak@acme.test>
@@ -71,7 +79,7 @@ Ann
 	if len(tasks) != n {
 		t.Fatalf("%d READY_FOR_GPU tasks from %d e-mails that ask something", len(tasks), n)
 	}
-	return env{All: all, tasks: tasks}
+	return tasks
 }
 
 // serveAPI serves the real API with tracker, and returns its URL and a key

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jervis-dev/jervis/kb"
@@ -55,9 +56,13 @@ func (x *Extractive) Run(ctx context.Context, in Input) (Output, error) {
 	if limit <= 0 {
 		limit = 12
 	}
+	own := "result:" + in.Task.ID
 	for _, it := range items {
 		if len(d.Related) == limit {
 			break
+		}
+		if slices.Contains(it.NodeKeys, own) { // this task's earlier result (a rerun after a crash)
+			continue
 		}
 		r := Relation{Edge: it.Content}
 		if len(it.Evidence) > 0 {
