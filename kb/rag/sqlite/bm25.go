@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -49,16 +50,62 @@ func columnSize(b []byte) int32 {
 // Unicode rules make of it: each connection of a private in-memory database
 // has an FTS5 table with the chunks' tokenizer, into which the words are
 // written and from whose vocabulary they are read back.
+//
+// A word's tokens never change, so they are remembered (up to
+// tokenCacheSize words; then the memory starts afresh).
 type tokenizer struct {
 	once sync.Once
 	db   *sql.DB
 	err  error
+
+	mu    sync.Mutex
+	known map[string][]string
 }
+
+const tokenCacheSize = 50_000
 
 const tokenizerSpec = `porter unicode61 remove_diacritics 2`
 
 // tokens returns, for each word, its FTS5 tokens in order.
 func (t *tokenizer) tokens(ctx context.Context, words []string) ([][]string, error) {
+	out := make([][]string, len(words))
+	var unknown []string
+	t.mu.Lock()
+	for i, w := range words {
+		toks, ok := t.known[w]
+		if !ok {
+			unknown = append(unknown, w)
+		}
+		out[i] = toks
+	}
+	t.mu.Unlock()
+	if len(unknown) == 0 {
+		return out, nil
+	}
+	toks, err := t.tokenize(ctx, unknown)
+	if err != nil {
+		return nil, err
+	}
+	fresh := make(map[string][]string, len(unknown))
+	for i, w := range unknown {
+		fresh[w] = toks[i]
+	}
+	for i, w := range words {
+		if tk, ok := fresh[w]; ok {
+			out[i] = tk
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.known == nil || len(t.known)+len(fresh) > tokenCacheSize {
+		t.known = make(map[string][]string, len(fresh))
+	}
+	maps.Copy(t.known, fresh)
+	return out, nil
+}
+
+// tokenize asks FTS5.
+func (t *tokenizer) tokenize(ctx context.Context, words []string) ([][]string, error) {
 	t.once.Do(func() {
 		t.db, t.err = sql.Open("sqlite", "file::memory:")
 		if t.err == nil {
@@ -116,13 +163,13 @@ func (t *tokenizer) close() error {
 
 // bm25 scores the chunks holding any of tokens (one per query word, as
 // FTS5 takes each quoted word as a phrase; a token may repeat) and returns
-// the best q.Limit that pass q.Filter. ok is false, and nothing is
-// returned, when the index changed while the postings were read (the caller
-// asks FTS5 instead).
-func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []rag.Hit, ok bool, err error) {
+// the best q.Limit that pass q.Filter, without their texts but with their
+// row ids (withText). ok is false, and nothing is returned, when the index
+// changed while the postings were read (the caller asks FTS5 instead).
+func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []rag.Hit, seqs map[string]int64, ok bool, err error) {
 	v, err := x.current(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	defer func() {
 		if v != nil {
@@ -133,7 +180,7 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []
 	// the vectors' lengths only if the generation is the one loaded.
 	tx, err := x.s.db.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, false, x.s.db.Explain("bm25", err)
+		return nil, nil, false, x.s.db.Explain("bm25", err)
 	}
 	defer tx.Rollback()
 	type posting struct {
@@ -147,7 +194,7 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT doc FROM `+x.instances()+` WHERE term = ?`, tok)
 		if err != nil {
-			return nil, false, x.s.db.Explain("bm25 postings", err)
+			return nil, nil, false, x.s.db.Explain("bm25 postings", err)
 		}
 		var list []posting
 		last := int64(-1)
@@ -155,7 +202,7 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []
 			var doc int64
 			if err := rows.Scan(&doc); err != nil {
 				rows.Close()
-				return nil, false, err
+				return nil, nil, false, err
 			}
 			if doc == last { // instances come ordered by doc
 				list[len(list)-1].tf++
@@ -166,23 +213,23 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []
 				list = append(list, posting{i, 1})
 			} else {
 				rows.Close() // not in the vectors: they are behind the index
-				return nil, false, nil
+				return nil, nil, false, nil
 			}
 		}
 		if err := rows.Err(); err != nil {
 			rows.Close()
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		rows.Close()
 		postings[tok] = list
 	}
 	var gen int64
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen); err != nil {
-		return nil, false, x.s.db.Explain("bm25", err)
+		return nil, nil, false, x.s.db.Explain("bm25", err)
 	}
-	tx.Rollback() // before withText takes a connection of its own: the pool is small
+	tx.Rollback() // now: the caller's withText takes a connection of its own, and the pool is small
 	if gen != v.gen {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 
 	n := float64(len(v.ids))
@@ -221,15 +268,12 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []
 		return 1
 	})
 	hits = make([]rag.Hit, len(best))
-	seqs := make([]int64, len(best))
+	seqs = make(map[string]int64, len(best))
 	for j, r := range best {
 		hits[j] = rag.Hit{Chunk: v.meta[r.i], Score: r.score, BM25Score: r.score}
-		seqs[j] = r.seq
+		seqs[v.ids[r.i]] = r.seq
 	}
-	v.mu.RUnlock()
-	v = nil
-	hits, err = x.withText(ctx, hits, seqs)
-	return hits, err == nil, err
+	return hits, seqs, true, nil
 }
 
 // rankedHit is a BM25 candidate: row i of the vectors, FTS5 row id seq.

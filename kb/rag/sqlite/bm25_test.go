@@ -92,9 +92,12 @@ func TestBM25MatchesFTS5(t *testing.T) {
 				}
 				flat[i] = tok[0]
 			}
-			got, ok, err := x.bm25(ctx, q, flat)
+			got, seqs, ok, err := x.bm25(ctx, q, flat)
 			if err != nil || !ok {
 				t.Fatalf("%q: %v (scored: %v)", q.Text, err, ok)
+			}
+			if got, err = x.withText(ctx, got, seqs); err != nil {
+				t.Fatal(err)
 			}
 			want, err := x.bm25SQL(ctx, q, words)
 			if err != nil {

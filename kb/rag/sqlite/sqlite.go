@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -473,16 +474,26 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if err := q.Normalize(); err != nil {
 		return nil, err
 	}
+	hits, seqs, err := x.keyword(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return x.withText(ctx, hits, seqs)
+}
+
+// keyword is BM25 without reading the texts of the chunks it scores in Go
+// (their row ids come back instead); FTS5's ranking returns them with text.
+func (x *index) keyword(ctx context.Context, q rag.Query) ([]rag.Hit, map[string]int64, error) {
 	words := Terms(q.Text)
 	if len(words) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err := x.ensureFTS(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tokens, err := x.s.tok.tokens(ctx, words)
 	if err != nil {
-		return nil, fmt.Errorf("bm25: tokenize the query: %w", err)
+		return nil, nil, fmt.Errorf("bm25: tokenize the query: %w", err)
 	}
 	single := !slices.ContainsFunc(tokens, func(t []string) bool { return len(t) != 1 })
 	cands := func(i int) []string { return stemCandidates(words[i]) }
@@ -491,23 +502,24 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	}
 	kept, err := x.prune(ctx, words, cands)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if single {
 		flat := make([]string, len(kept))
 		for j, i := range kept {
 			flat[j] = tokens[i][0]
 		}
-		hits, ok, err := x.bm25(ctx, q, flat)
+		hits, seqs, ok, err := x.bm25(ctx, q, flat)
 		if ok || err != nil {
-			return hits, err
+			return hits, seqs, err
 		}
 	}
 	keptWords := make([]string, len(kept))
 	for j, i := range kept {
 		keptWords[j] = words[i]
 	}
-	return x.bm25SQL(ctx, q, keptWords)
+	hits, err := x.bm25SQL(ctx, q, keptWords)
+	return hits, nil, err
 }
 
 // bm25SQL ranks with FTS5's bm25().
@@ -560,21 +572,26 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	}
 	sub := q
 	sub.Limit = rag.Candidates(q.Limit)
-	// The two sides are independent: run them at once.
+	// The two sides are independent: run them at once. Only the texts of
+	// the fused best are read.
 	var kw, vec []rag.Hit
+	var kwSeqs, vecSeqs map[string]int64
 	var kwErr, vecErr error
 	var wg sync.WaitGroup
 	if q.Alpha < 1 {
-		wg.Go(func() { kw, kwErr = x.BM25(ctx, sub) })
+		wg.Go(func() { kw, kwSeqs, kwErr = x.keyword(ctx, sub) })
 	}
 	if q.Alpha > 0 {
-		vec, vecErr = x.NearVector(ctx, sub)
+		vec, vecSeqs, vecErr = x.nearVector(ctx, sub)
 	}
 	wg.Wait()
 	if err := errors.Join(kwErr, vecErr); err != nil {
 		return nil, err
 	}
-	return rag.Fuse(kw, vec, q.Alpha, q.Fusion, q.Limit), nil
+	seqs := make(map[string]int64, len(kwSeqs)+len(vecSeqs))
+	maps.Copy(seqs, kwSeqs)
+	maps.Copy(seqs, vecSeqs)
+	return x.withText(ctx, rag.Fuse(kw, vec, q.Alpha, q.Fusion, q.Limit), seqs)
 }
 
 // isStopWord reports words left out of BM25 queries: they match nearly

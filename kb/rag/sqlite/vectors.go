@@ -215,21 +215,31 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 	if err := q.Normalize(); err != nil {
 		return nil, err
 	}
+	hits, seqs, err := x.nearVector(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return x.withText(ctx, hits, seqs)
+}
+
+// nearVector scores without reading texts: the hits come with their
+// chunks' row ids (withText).
+func (x *index) nearVector(ctx context.Context, q rag.Query) ([]rag.Hit, map[string]int64, error) {
 	if len(q.Vector) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	v, err := x.current(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	n := len(v.ids)
 	if n == 0 {
 		v.mu.RUnlock()
-		return nil, nil
+		return nil, nil, nil
 	}
 	if len(q.Vector) != v.dim {
 		v.mu.RUnlock()
-		return nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
+		return nil, nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
 	}
 	qv := normalize(q.Vector)
 	f := q.Filter
@@ -257,27 +267,36 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 		}
 	}
 	hits := make([]rag.Hit, len(best))
-	seqs := make([]int64, len(best))
+	seqs := make(map[string]int64, len(best))
 	for i := len(best) - 1; i >= 0; i-- {
 		s := heap.Pop(&best).(scored)
 		hits[i] = rag.Hit{Chunk: v.meta[s.i], Score: float64(s.score), VectorScore: float64(s.score)}
-		seqs[i] = v.seqs[s.i]
+		seqs[v.ids[s.i]] = v.seqs[s.i]
 	}
 	v.mu.RUnlock()
-	return x.withText(ctx, hits, seqs)
+	return hits, seqs, nil
 }
 
-// withText fills in the text of hits, whose chunks have the row ids seqs,
-// and leaves out those deleted since they were scored.
-func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs []int64) ([]rag.Hit, error) {
-	list, _ := json.Marshal(seqs)
+// withText fills in the text of the hits that have none, whose chunks'
+// row ids seqs gives, and leaves out those deleted since they were scored.
+func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs map[string]int64) ([]rag.Hit, error) {
+	var want []int64
+	for _, h := range hits {
+		if seq, ok := seqs[h.Chunk.ID]; ok && h.Chunk.Text == "" {
+			want = append(want, seq)
+		}
+	}
+	if len(want) == 0 {
+		return hits, nil
+	}
+	list, _ := json.Marshal(want)
 	rows, err := x.s.db.R.QueryContext(ctx, `SELECT seq, client, id, text FROM chunks WHERE seq IN (SELECT value FROM json_each(?))`, string(list))
 	if err != nil {
 		return nil, x.s.db.Explain("chunk text", err)
 	}
 	defer rows.Close()
 	type row struct{ client, id, text string }
-	found := make(map[int64]row, len(seqs))
+	found := make(map[int64]row, len(want))
 	for rows.Next() {
 		var seq int64
 		var r row
@@ -290,10 +309,14 @@ func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs []int64) ([]r
 		return nil, err
 	}
 	out := hits[:0]
-	for i, h := range hits {
+	for _, h := range hits {
+		if h.Chunk.Text != "" {
+			out = append(out, h)
+			continue
+		}
 		// A row id is reused once its chunk is deleted: it must still be
 		// this client's chunk.
-		if r, ok := found[seqs[i]]; ok && r.client == x.client && r.id == h.Chunk.ID {
+		if r, ok := found[seqs[h.Chunk.ID]]; ok && r.client == x.client && r.id == h.Chunk.ID {
 			h.Chunk.Text = r.text
 			out = append(out, h)
 		}
