@@ -2,20 +2,20 @@ package sqlite
 
 import "golang.org/x/sys/cpu"
 
-var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+var hasAVX2 = cpu.X86.HasAVX2
 
 //go:noescape
-func dotsAVX2(q, flat []float32, dim int, out []float32)
+func dotsI8AVX2(q []int16, rows []int8, stride int, out []int32)
 
-// dots sets out[j] to q · flat[j*dim:(j+1)*dim], with AVX2 and FMA where the
-// CPU has them.
-func dots(q, flat []float32, dim int, out []float32) {
-	if len(q) < dim || len(flat) < len(out)*dim {
-		panic("sqlite: dots: short vectors")
+// dotsI8 sets out[j] to q · rows[j*stride:(j+1)*stride] in integers, with
+// AVX2 where the CPU has it. stride must be a multiple of 16.
+func dotsI8(q []int16, rows []int8, stride int, out []int32) {
+	if stride%16 != 0 || len(q) < stride || len(rows) < len(out)*stride {
+		panic("sqlite: dotsI8: bad stride or short vectors")
 	}
-	if hasAVX2 && dim > 0 {
-		dotsAVX2(q, flat, dim, out)
+	if hasAVX2 && stride > 0 {
+		dotsI8AVX2(q, rows, stride, out)
 		return
 	}
-	dotsGo(q, flat, dim, out)
+	dotsI8Go(q, rows, stride, out)
 }

@@ -2,5 +2,5 @@
 
 package sqlite
 
-// dots sets out[j] to q · flat[j*dim:(j+1)*dim].
-func dots(q, flat []float32, dim int, out []float32) { dotsGo(q, flat, dim, out) }
+// dotsI8 sets out[j] to q · rows[j*stride:(j+1)*stride] in integers.
+func dotsI8(q []int16, rows []int8, stride int, out []int32) { dotsI8Go(q, rows, stride, out) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -13,7 +14,10 @@ import (
 )
 
 // vectors is one client's vectors in memory, flat for a fast exact scan,
-// with what filters need.
+// with what filters need. Beside the float32 vectors it keeps an int8 copy
+// (one scale per row, rows padded to a multiple of 16): a search scans the
+// int8 copy — a quarter of the memory to read, which is what bounds the
+// scan — and rescores the best candidates exactly from the float32 ones.
 //
 // It also keeps, per chunk, its FTS5 row id and token count (the length
 // BM25 normalises by), so that BM25 can be scored from the FTS5 postings
@@ -29,7 +33,27 @@ type vectors struct {
 	lens   []int32 // tokens per chunk, as FTS5 counts them
 	tokens int64   // sum of lens
 	flat   []float32
+	stride int     // int8 row length: dim rounded up to 16
+	q8     []int8  // len(ids)*stride
+	scales []float32
 	meta   []rag.Chunk // without Text and Vector
+}
+
+// quantize writes vec, scaled to ±127, into row (len stride; the padding
+// stays zero) and returns the scale.
+func quantize(vec []float32, row []int8) float32 {
+	var m float32
+	for _, x := range vec {
+		m = max(m, x, -x)
+	}
+	clear(row)
+	if m == 0 {
+		return 0
+	}
+	for i, x := range vec {
+		row[i] = int8(math.Round(float64(x / m * 127)))
+	}
+	return m / 127
 }
 
 func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32) {
@@ -38,11 +62,13 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32) {
 	}
 	if v.dim == 0 {
 		v.dim = len(vec)
+		v.stride = (v.dim + 15) / 16 * 16
 	}
 	m := c
 	m.Text, m.Vector = "", nil
 	if i, ok := v.pos[c.ID]; ok {
 		copy(v.flat[i*v.dim:], vec)
+		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride])
 		v.meta[i] = m
 		v.tokens += int64(length - v.lens[i])
 		v.lens[i] = length
@@ -52,6 +78,8 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32) {
 	v.ids, v.seqs, v.lens = append(v.ids, c.ID), append(v.seqs, seq), append(v.lens, length)
 	v.tokens += int64(length)
 	v.flat = append(v.flat, vec...)
+	v.q8 = append(v.q8, make([]int8, v.stride)...)
+	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:]))
 	v.meta = append(v.meta, m)
 }
 
@@ -65,11 +93,13 @@ func (v *vectors) remove(id string) {
 	delete(v.bySeq, v.seqs[i])
 	last := len(v.ids) - 1
 	if i != last {
-		v.ids[i], v.seqs[i], v.lens[i], v.meta[i] = v.ids[last], v.seqs[last], v.lens[last], v.meta[last]
+		v.ids[i], v.seqs[i], v.lens[i], v.scales[i], v.meta[i] = v.ids[last], v.seqs[last], v.lens[last], v.scales[last], v.meta[last]
 		copy(v.flat[i*v.dim:(i+1)*v.dim], v.flat[last*v.dim:])
+		copy(v.q8[i*v.stride:(i+1)*v.stride], v.q8[last*v.stride:])
 		v.pos[v.ids[i]], v.bySeq[v.seqs[i]] = i, i
 	}
-	v.ids, v.seqs, v.lens, v.meta, v.flat = v.ids[:last], v.seqs[:last], v.lens[:last], v.meta[:last], v.flat[:last*v.dim]
+	v.ids, v.seqs, v.lens, v.scales, v.meta = v.ids[:last], v.seqs[:last], v.lens[:last], v.scales[:last], v.meta[:last]
+	v.flat, v.q8 = v.flat[:last*v.dim], v.q8[:last*v.stride]
 }
 
 // current returns the client's vectors, reloading them when another writer
@@ -121,6 +151,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	defer rows.Close()
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.pos, v.bySeq, v.ids, v.seqs, v.lens, v.tokens, v.flat, v.meta = -1, 0, nil, nil, nil, nil, nil, 0, nil, nil
+	v.stride, v.q8, v.scales = 0, nil, nil
 	for rows.Next() {
 		var c rag.Chunk
 		var seq, ts int64
@@ -172,29 +203,30 @@ func dot(a, b []float32) float32 {
 	return s0 + s1 + s2 + s3
 }
 
-// dotsGo is dots in plain Go.
-func dotsGo(q, flat []float32, dim int, out []float32) {
-	for j := range out {
-		out[j] = dot(q[:dim], flat[j*dim:(j+1)*dim])
-	}
-}
-
-// scanBlock is how many rows scan scores per call to dots.
+// scanBlock is how many rows scan scores per call to dotsI8.
 const scanBlock = 256
 
-// scan scores rows [lo, hi) against q and keeps the best k that pass f.
-func (v *vectors) scan(q []float32, f rag.Filter, filtered bool, lo, hi, k int) topK {
+// rescored is how many candidates of the int8 scan are scored again
+// exactly, for limit results: enough that the int8 error (about 1% of a
+// score) does not cost the exact best (TestQuantizedScanRecall).
+func rescored(limit int) int { return max(5*limit, 100) }
+
+// scan scores rows [lo, hi) against q (q16: q as int16 at the int8 rows'
+// stride) from the int8 rows and keeps the best k that pass f. Scores are
+// proportional to the dot product, not equal to it.
+func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) topK {
 	h := make(topK, 0, k+1)
-	var block [scanBlock]float32
+	var block [scanBlock]int32
 	for start := lo; start < hi; start += scanBlock {
 		end := min(start+scanBlock, hi)
-		scores := block[:end-start]
-		dots(q, v.flat[start*v.dim:end*v.dim], v.dim, scores)
-		for j, s := range scores {
+		ints := block[:end-start]
+		dotsI8(q16, v.q8[start*v.stride:end*v.stride], v.stride, ints)
+		for j, d := range ints {
 			i := start + j
 			if filtered && !f.Matches(v.meta[i]) {
 				continue
 			}
+			s := float32(d) * v.scales[i]
 			if len(h) < k {
 				heap.Push(&h, scored{i, s})
 			} else if s > h[0].score {
@@ -204,6 +236,57 @@ func (v *vectors) scan(q []float32, f rag.Filter, filtered bool, lo, hi, k int) 
 		}
 	}
 	return h
+}
+
+// nearest returns the best limit rows for the unit vector qv that pass f,
+// exactly scored: the int8 scan (split across the CPUs for large indexes)
+// picks rescored(limit) candidates, the float32 vectors score them.
+func (v *vectors) nearest(qv []float32, f rag.Filter, limit int) topK {
+	n := len(v.ids)
+	filtered := f.Active()
+	parts := 1
+	if n >= 20_000 {
+		parts = min(runtime.GOMAXPROCS(0), 8)
+	}
+	q16 := queryI16(qv, v.stride)
+	cands := rescored(limit)
+	results := make([]topK, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := p*n/parts, (p+1)*n/parts
+		wg.Go(func() { results[p] = v.scan(q16, f, filtered, lo, hi, cands) })
+	}
+	wg.Wait()
+	// The candidates of every part, scored again exactly.
+	var best topK
+	for _, r := range results {
+		for _, s := range r {
+			s.score = dot(qv, v.flat[s.i*v.dim:(s.i+1)*v.dim])
+			if len(best) < limit {
+				heap.Push(&best, s)
+			} else if s.score > best[0].score {
+				best[0] = s
+				heap.Fix(&best, 0)
+			}
+		}
+	}
+	return best
+}
+
+// queryI16 scales the unit vector q to int16 at the given stride.
+func queryI16(q []float32, stride int) []int16 {
+	out := make([]int16, stride)
+	var m float32
+	for _, x := range q {
+		m = max(m, x, -x)
+	}
+	if m == 0 {
+		return out
+	}
+	for i, x := range q {
+		out[i] = int16(math.Round(float64(x / m * 32767)))
+	}
+	return out
 }
 
 // NearVector implements rag.Index: an exact scan, split across the CPUs
@@ -241,31 +324,7 @@ func (x *index) nearVector(ctx context.Context, q rag.Query) ([]rag.Hit, map[str
 		v.mu.RUnlock()
 		return nil, nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
 	}
-	qv := normalize(q.Vector)
-	f := q.Filter
-	filtered := f.Active()
-	parts := 1
-	if n >= 20_000 {
-		parts = min(runtime.GOMAXPROCS(0), 8)
-	}
-	results := make([]topK, parts)
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := p*n/parts, (p+1)*n/parts
-		wg.Go(func() { results[p] = v.scan(qv, f, filtered, lo, hi, q.Limit) })
-	}
-	wg.Wait()
-	var best topK
-	for _, r := range results {
-		for _, s := range r {
-			if len(best) < q.Limit {
-				heap.Push(&best, s)
-			} else if s.score > best[0].score {
-				best[0] = s
-				heap.Fix(&best, 0)
-			}
-		}
-	}
+	best := v.nearest(normalize(q.Vector), q.Filter, q.Limit)
 	hits := make([]rag.Hit, len(best))
 	seqs := make(map[string]int64, len(best))
 	for i := len(best) - 1; i >= 0; i-- {
@@ -322,4 +381,16 @@ func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs map[string]in
 		}
 	}
 	return out, nil
+}
+
+// dotsI8Go is dotsI8 in plain Go.
+func dotsI8Go(q []int16, rows []int8, stride int, out []int32) {
+	for j := range out {
+		row := rows[j*stride : (j+1)*stride]
+		var s int32
+		for i, x := range row {
+			s += int32(q[i]) * int32(x)
+		}
+		out[j] = s
+	}
 }
