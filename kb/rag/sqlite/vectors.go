@@ -33,8 +33,8 @@ type vectors struct {
 	lens   []int32 // tokens per chunk, as FTS5 counts them
 	tokens int64   // sum of lens
 	flat   []float32
-	stride int     // int8 row length: dim rounded up to 16
-	q8     []int8  // len(ids)*stride
+	stride int    // int8 row length: dim rounded up to 16
+	q8     []int8 // len(ids)*stride
 	scales []float32
 	meta   []rag.Chunk // without Text and Vector
 }
