@@ -16,13 +16,12 @@ import (
 
 // BM25 is scored here in Go, exactly as FTS5's bm25() scores it (k1 = 1.2,
 // b = 0.75, IDF log((N - n + 0.5) / (n + 0.5)) floored at 1e-6; fts5_aux.c),
-// from FTS5's own index: the postings of each query token come from the
-// client's 'instance' vocabulary table, and chunk lengths from FTS5's
-// docsize table, held in memory with the vectors. FTS5's ORDER BY rank
-// calls bm25() on every matching row, and bm25() looks the row's length up
-// with a statement of its own each time: at 100,000 chunks that was three
-// quarters of a keyword query. A test checks that both give the same
-// scores.
+// from FTS5's own index held in memory with the vectors: the postings
+// (postings.go, loaded from the client's 'instance' vocabulary table) and
+// the chunk lengths (FTS5's docsize table). FTS5's ORDER BY rank calls
+// bm25() on every matching row, and bm25() looks the row's length up with a
+// statement of its own each time: at 100,000 chunks that was three quarters
+// of a keyword query. A test checks that both give the same scores.
 const (
 	bm25K1 = 1.2
 	bm25B  = 0.75
@@ -104,8 +103,11 @@ func (t *tokenizer) tokens(ctx context.Context, words []string) ([][]string, err
 	return out, nil
 }
 
-// tokenize asks FTS5.
+// tokenize asks FTS5 for the tokens of each text.
 func (t *tokenizer) tokenize(ctx context.Context, words []string) ([][]string, error) {
+	if len(words) == 0 {
+		return nil, nil
+	}
 	t.once.Do(func() {
 		t.db, t.err = sql.Open("sqlite", "file::memory:")
 		if t.err == nil {
@@ -162,88 +164,37 @@ func (t *tokenizer) close() error {
 }
 
 // bm25 scores the chunks holding any of tokens (one per query word, as
-// FTS5 takes each quoted word as a phrase; a token may repeat) and returns
-// the best q.Limit that pass q.Filter, without their texts but with their
-// row ids (withText). ok is false, and nothing is returned, when the index
-// changed while the postings were read (the caller asks FTS5 instead).
-func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []rag.Hit, seqs map[string]int64, ok bool, err error) {
+// FTS5 takes each quoted word as a phrase; a token may repeat) from the
+// in-memory postings and returns the best q.Limit that pass q.Filter,
+// without their texts but with their row ids (withText).
+func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) ([]rag.Hit, map[string]int64, error) {
 	v, err := x.current(ctx)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
-	defer func() {
-		if v != nil {
-			v.mu.RUnlock()
-		}
-	}()
-	// The postings and the generation in one read transaction: they match
-	// the vectors' lengths only if the generation is the one loaded.
-	tx, err := x.s.db.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, nil, false, x.s.db.Explain("bm25", err)
-	}
-	defer tx.Rollback()
-	type posting struct {
-		i  int // row in v
-		tf float64
-	}
-	postings := map[string][]posting{}
-	for _, tok := range tokens {
-		if _, done := postings[tok]; done {
-			continue
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT doc FROM `+x.instances()+` WHERE term = ?`, tok)
-		if err != nil {
-			return nil, nil, false, x.s.db.Explain("bm25 postings", err)
-		}
-		var list []posting
-		last := int64(-1)
-		for rows.Next() {
-			var doc int64
-			if err := rows.Scan(&doc); err != nil {
-				rows.Close()
-				return nil, nil, false, err
-			}
-			if doc == last { // instances come ordered by doc
-				list[len(list)-1].tf++
-				continue
-			}
-			last = doc
-			if i, live := v.bySeq[doc]; live {
-				list = append(list, posting{i, 1})
-			} else {
-				rows.Close() // not in the vectors: they are behind the index
-				return nil, nil, false, nil
-			}
-		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return nil, nil, false, err
-		}
-		rows.Close()
-		postings[tok] = list
-	}
-	var gen int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen); err != nil {
-		return nil, nil, false, x.s.db.Explain("bm25", err)
-	}
-	tx.Rollback() // now: the caller's withText takes a connection of its own, and the pool is small
-	if gen != v.gen {
-		return nil, nil, false, nil
-	}
-
+	defer v.mu.RUnlock()
 	n := float64(len(v.ids))
+	if n == 0 {
+		return nil, nil, nil
+	}
 	avgdl := float64(v.tokens) / n
-	scores := map[int]float64{}
+	scores := map[int32]float64{}
+	var live []posting // this token's postings of live chunks, doc = row
 	for _, tok := range tokens {
-		list := postings[tok]
-		idf := math.Log((n - float64(len(list)) + 0.5) / (float64(len(list)) + 0.5))
+		live = live[:0]
+		for _, p := range v.terms[tok] {
+			if row := v.docRow[p.doc]; row >= 0 {
+				live = append(live, posting{uint32(row), p.tf})
+			}
+		}
+		hits := float64(len(live))
+		idf := math.Log((n - hits + 0.5) / (hits + 0.5))
 		if idf <= 0 {
 			idf = 1e-6
 		}
-		for _, p := range list {
-			dl := float64(v.lens[p.i])
-			scores[p.i] += idf * (p.tf * (bm25K1 + 1)) / (p.tf + bm25K1*(1-bm25B+bm25B*dl/avgdl))
+		for _, p := range live {
+			tf, dl := float64(p.tf), float64(v.lens[p.doc])
+			scores[int32(p.doc)] += idf * (tf * (bm25K1 + 1)) / (tf + bm25K1*(1-bm25B+bm25B*dl/avgdl))
 		}
 	}
 	f := q.Filter
@@ -253,7 +204,7 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []
 		if filtered && !f.Matches(v.meta[i]) {
 			continue
 		}
-		r := rankedHit{i: i, seq: v.seqs[i], score: s}
+		r := rankedHit{i: int(i), seq: v.seqs[i], score: s}
 		if len(best) < q.Limit {
 			heap.Push(&best, r)
 		} else if r.better(best[0]) {
@@ -267,13 +218,13 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) (hits []
 		}
 		return 1
 	})
-	hits = make([]rag.Hit, len(best))
-	seqs = make(map[string]int64, len(best))
+	hits := make([]rag.Hit, len(best))
+	seqs := make(map[string]int64, len(best))
 	for j, r := range best {
 		hits[j] = rag.Hit{Chunk: v.meta[r.i], Score: r.score, BM25Score: r.score}
 		seqs[v.ids[r.i]] = r.seq
 	}
-	return hits, seqs, true, nil
+	return hits, seqs, nil
 }
 
 // rankedHit is a BM25 candidate: row i of the vectors, FTS5 row id seq.

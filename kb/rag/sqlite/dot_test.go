@@ -61,7 +61,7 @@ func TestQuantizedScanRecall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, vec := range vecs {
-		v.put(rag.Chunk{ID: texts[i][:min(20, len(texts[i]))] + string(rune(i))}, normalize(vec), int64(i+1), 10)
+		v.put(rag.Chunk{ID: texts[i][:min(20, len(texts[i]))] + string(rune(i))}, normalize(vec), int64(i+1), 10, nil)
 	}
 	var queries []struct{ Query string }
 	raw, _ := os.ReadFile("../../testdata/search/queries.json")

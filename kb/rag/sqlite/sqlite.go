@@ -182,6 +182,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	}
 	var gen int64
 	seqs, lens := make([]int64, len(chunks)), make([]int32, len(chunks))
+	changed := make([]bool, len(chunks)) // new text: new postings
 	err := x.s.db.Write(ctx, "upsert chunks", func(tx sqlitedb.Tx) error {
 		added := 0
 		for i, c := range chunks {
@@ -201,7 +202,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, text) VALUES (?, ?)`, seq, c.Text); err != nil {
 					return err
 				}
-				seqs[i] = seq
+				seqs[i], changed[i] = seq, true
 				added++
 			case err != nil:
 				return err
@@ -211,7 +212,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 					WHERE seq = ?`, c.Text, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
 					return err
 				}
-				if oldText != c.Text {
+				if changed[i] = oldText != c.Text; changed[i] {
 					if _, err := tx.ExecContext(ctx, `DELETE FROM `+x.table()+` WHERE rowid = ?`, old); err != nil {
 						return err
 					}
@@ -235,12 +236,28 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if err != nil {
 		return err
 	}
+	// The postings of new texts, tokenized by FTS5 before the lock is taken.
+	var texts []string
+	for i, c := range chunks {
+		if changed[i] {
+			texts = append(texts, c.Text)
+		}
+	}
+	tokens, tokErr := x.s.tok.tokenize(ctx, texts)
 	v := x.s.vectorsOf(x.client)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.gen == gen-1 {
+	if v.gen == gen-1 && tokErr == nil {
 		for i, c := range chunks {
-			v.put(c, normalized[i], seqs[i], lens[i])
+			var terms map[string]int
+			if changed[i] {
+				terms = map[string]int{}
+				for _, t := range tokens[0] {
+					terms[t]++
+				}
+				tokens = tokens[1:]
+			}
+			v.put(c, normalized[i], seqs[i], lens[i], terms)
 		}
 		v.gen = gen
 	} else {
@@ -509,10 +526,7 @@ func (x *index) keyword(ctx context.Context, q rag.Query) ([]rag.Hit, map[string
 		for j, i := range kept {
 			flat[j] = tokens[i][0]
 		}
-		hits, seqs, ok, err := x.bm25(ctx, q, flat)
-		if ok || err != nil {
-			return hits, seqs, err
-		}
+		return x.bm25(ctx, q, flat)
 	}
 	keptWords := make([]string, len(kept))
 	for j, i := range kept {

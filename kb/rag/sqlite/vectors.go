@@ -37,6 +37,7 @@ type vectors struct {
 	q8     []int8 // len(ids)*stride
 	scales []float32
 	meta   []rag.Chunk // without Text and Vector
+	postings           // BM25's inverted index (postings.go)
 }
 
 // quantize writes vec, scaled to ±127, into row (len stride; the padding
@@ -56,7 +57,10 @@ func quantize(vec []float32, row []int8) float32 {
 	return m / 127
 }
 
-func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32) {
+// put adds or replaces a chunk. terms are its text's FTS5 tokens with their
+// counts; nil keeps the postings it has (its text did not change) or, for a
+// new chunk, leaves them to whoever loads them (load).
+func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms map[string]int) {
 	if v.pos == nil {
 		v.pos, v.bySeq = map[string]int{}, map[int64]int{}
 	}
@@ -72,6 +76,9 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32) {
 		v.meta[i] = m
 		v.tokens += int64(length - v.lens[i])
 		v.lens[i] = length
+		if terms != nil {
+			v.index(i, terms)
+		}
 		return
 	}
 	v.pos[c.ID], v.bySeq[seq] = len(v.ids), len(v.ids)
@@ -81,6 +88,8 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32) {
 	v.q8 = append(v.q8, make([]int8, v.stride)...)
 	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:]))
 	v.meta = append(v.meta, m)
+	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
+	v.index(len(v.ids)-1, terms)
 }
 
 func (v *vectors) remove(id string) {
@@ -91,15 +100,20 @@ func (v *vectors) remove(id string) {
 	v.tokens -= int64(v.lens[i])
 	delete(v.pos, id)
 	delete(v.bySeq, v.seqs[i])
+	v.unindex(i)
 	last := len(v.ids) - 1
 	if i != last {
 		v.ids[i], v.seqs[i], v.lens[i], v.scales[i], v.meta[i] = v.ids[last], v.seqs[last], v.lens[last], v.scales[last], v.meta[last]
+		v.docs[i], v.nterms[i] = v.docs[last], v.nterms[last]
+		v.docRow[v.docs[i]] = int32(i)
 		copy(v.flat[i*v.dim:(i+1)*v.dim], v.flat[last*v.dim:])
 		copy(v.q8[i*v.stride:(i+1)*v.stride], v.q8[last*v.stride:])
 		v.pos[v.ids[i]], v.bySeq[v.seqs[i]] = i, i
 	}
 	v.ids, v.seqs, v.lens, v.scales, v.meta = v.ids[:last], v.seqs[:last], v.lens[:last], v.scales[:last], v.meta[:last]
 	v.flat, v.q8 = v.flat[:last*v.dim], v.q8[:last*v.stride]
+	v.docs, v.nterms = v.docs[:last], v.nterms[:last]
+	v.compact()
 }
 
 // current returns the client's vectors, reloading them when another writer
@@ -152,6 +166,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.pos, v.bySeq, v.ids, v.seqs, v.lens, v.tokens, v.flat, v.meta = -1, 0, nil, nil, nil, nil, nil, 0, nil, nil
 	v.stride, v.q8, v.scales = 0, nil, nil
+	v.postings = postings{}
 	for rows.Next() {
 		var c rag.Chunk
 		var seq, ts int64
@@ -164,10 +179,14 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 			return err
 		}
 		c.Timestamp = sqlitedb.Time(ts)
-		v.put(c, decode(blob), seq, columnSize(size))
+		v.put(c, decode(blob), seq, columnSize(size), nil)
 	}
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	rows.Close()
+	if err := x.loadPostings(ctx, tx, v); err != nil {
+		return x.s.db.Explain("load postings", err)
 	}
 	v.gen = gen
 	return nil
