@@ -1,12 +1,13 @@
 package sqlite
 
 import (
-	"container/heap"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
@@ -23,21 +24,21 @@ import (
 // BM25 normalises by), so that BM25 can be scored from the FTS5 postings
 // without a per-row lookup (bm25.go).
 type vectors struct {
-	mu     sync.RWMutex
-	gen    int64 // generation loaded; -1 = not loaded or stale
-	dim    int
-	pos    map[string]int
-	bySeq  map[int64]int
-	ids    []string
-	seqs   []int64
-	lens   []int32 // tokens per chunk, as FTS5 counts them
-	tokens int64   // sum of lens
-	flat   []float32
-	stride int    // int8 row length: dim rounded up to 16
-	q8     []int8 // len(ids)*stride
-	scales []float32
-	meta   []rag.Chunk // without Text and Vector
-	postings           // BM25's inverted index (postings.go)
+	mu       sync.RWMutex
+	gen      int64 // generation loaded; -1 = not loaded or stale
+	dim      int
+	pos      map[string]int
+	bySeq    map[int64]int
+	ids      []string
+	seqs     []int64
+	lens     []int32 // tokens per chunk, as FTS5 counts them
+	tokens   int64   // sum of lens
+	flat     []float32
+	stride   int    // int8 row length: dim rounded up to 16
+	q8       []int8 // len(ids)*stride
+	scales   []float32
+	meta     []rag.Chunk // without Text and Vector
+	postings             // BM25's inverted index (postings.go)
 }
 
 // quantize writes vec, scaled to ±127, into row (len stride; the padding
@@ -197,14 +198,58 @@ type scored struct {
 	score float32
 }
 
-// topK is a min-heap of the best scores seen.
+// topK is a min-heap of the best k scores seen, typed (container/heap's
+// interface calls were a tenth of a search).
 type topK []scored
 
-func (h topK) Len() int           { return len(h) }
-func (h topK) Less(i, j int) bool { return h[i].score < h[j].score }
-func (h topK) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *topK) Push(x any)        { *h = append(*h, x.(scored)) }
-func (h *topK) Pop() any          { old := *h; x := old[len(old)-1]; *h = old[:len(old)-1]; return x }
+// offer keeps s if it is among the best k.
+func (h *topK) offer(s scored, k int) {
+	if len(*h) < k {
+		*h = append(*h, s)
+		h.up(len(*h) - 1)
+	} else if s.score > (*h)[0].score {
+		(*h)[0] = s
+		h.down(0)
+	}
+}
+
+func (h topK) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].score <= h[i].score {
+			return
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func (h topK) down(i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h[r].score < h[l].score {
+			m = r
+		}
+		if h[i].score <= h[m].score {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// sorted returns the kept scores, best first; equal scores in the order of
+// their chunk IDs, as rag.Fuse orders them.
+func (h topK) sorted(ids []string) []scored {
+	out := slices.Clone(h)
+	slices.SortFunc(out, func(a, b scored) int { return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(ids[a.i], ids[b.i])) })
+	return out
+}
 
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]
@@ -245,12 +290,8 @@ func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) 
 			if filtered && !f.Matches(v.meta[i]) {
 				continue
 			}
-			s := float32(d) * v.scales[i]
-			if len(h) < k {
-				heap.Push(&h, scored{i, s})
-			} else if s > h[0].score {
-				h[0] = scored{i, s}
-				heap.Fix(&h, 0)
+			if s := float32(d) * v.scales[i]; len(h) < k || s > h[0].score {
+				h.offer(scored{i, s}, k)
 			}
 		}
 	}
@@ -281,12 +322,7 @@ func (v *vectors) nearest(qv []float32, f rag.Filter, limit int) topK {
 	for _, r := range results {
 		for _, s := range r {
 			s.score = dot(qv, v.flat[s.i*v.dim:(s.i+1)*v.dim])
-			if len(best) < limit {
-				heap.Push(&best, s)
-			} else if s.score > best[0].score {
-				best[0] = s
-				heap.Fix(&best, 0)
-			}
+			best.offer(s, limit)
 		}
 	}
 	return best
@@ -343,11 +379,10 @@ func (x *index) nearVector(ctx context.Context, q rag.Query) ([]rag.Hit, map[str
 		v.mu.RUnlock()
 		return nil, nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
 	}
-	best := v.nearest(normalize(q.Vector), q.Filter, q.Limit)
+	best := v.nearest(normalize(q.Vector), q.Filter, q.Limit).sorted(v.ids)
 	hits := make([]rag.Hit, len(best))
 	seqs := make(map[string]int64, len(best))
-	for i := len(best) - 1; i >= 0; i-- {
-		s := heap.Pop(&best).(scored)
+	for i, s := range best {
 		hits[i] = rag.Hit{Chunk: v.meta[s.i], Score: float64(s.score), VectorScore: float64(s.score)}
 		seqs[v.ids[s.i]] = v.seqs[s.i]
 	}
