@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -42,6 +43,53 @@ type DB struct {
 	W     *sql.DB // the one writer connection
 	R     *sql.DB // read pool
 	stmts map[string]*sql.Stmt
+
+	readMu    sync.Mutex
+	readStmts map[string]*sql.Stmt // prepared on the read pool (Query)
+}
+
+// maxReadStmts bounds the read statements kept prepared: queries are a
+// fixed set of strings, so this is never reached unless one is built from
+// data by mistake, and then the rest run unprepared.
+const maxReadStmts = 256
+
+// Query runs a read query on the read pool, prepared once and kept: parsing
+// and planning were a large part of the small queries a search makes.
+func (db *DB) Query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := db.readStmt(ctx, q)
+	if err != nil || st == nil {
+		return db.R.QueryContext(ctx, q, args...)
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// QueryRow is Query for one row.
+func (db *DB) QueryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := db.readStmt(ctx, q)
+	if err != nil || st == nil {
+		return db.R.QueryRowContext(ctx, q, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (db *DB) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	db.readMu.Lock()
+	defer db.readMu.Unlock()
+	if st, ok := db.readStmts[q]; ok {
+		return st, nil
+	}
+	if len(db.readStmts) >= maxReadStmts {
+		return nil, nil
+	}
+	st, err := db.R.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err // the unprepared run reports it
+	}
+	if db.readStmts == nil {
+		db.readStmts = map[string]*sql.Stmt{}
+	}
+	db.readStmts[q] = st
+	return st, nil
 }
 
 // Open opens (creating when missing) the database and migrates it. The
@@ -106,6 +154,12 @@ func (db *DB) Close() error {
 	for _, st := range db.stmts {
 		st.Close()
 	}
+	db.readMu.Lock()
+	for _, st := range db.readStmts {
+		st.Close()
+	}
+	db.readStmts = nil
+	db.readMu.Unlock()
 	var errs []error
 	if db.R != nil {
 		errs = append(errs, db.R.Close())
@@ -244,4 +298,21 @@ func Args[T any](xs []T) []any {
 		out[i] = x
 	}
 	return out
+}
+
+// Reads is the read pool as a QueryContext/QueryRowContext pair that runs
+// prepared statements (Query).
+type Reads struct{ db *DB }
+
+// Reads returns the prepared read path.
+func (db *DB) Reads() Reads { return Reads{db} }
+
+// QueryContext runs Query.
+func (r Reads) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return r.db.Query(ctx, q, args...)
+}
+
+// QueryRowContext runs QueryRow.
+func (r Reads) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return r.db.QueryRow(ctx, q, args...)
 }

@@ -115,7 +115,7 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 
 // GetDocument implements store.Documents.
 func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Document, error) {
-	ds, err := queryDocuments(ctx, s.db.R, `SELECT `+docColumns+` FROM documents WHERE client = ? AND id = ?`, client, id)
+	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+docColumns+` FROM documents WHERE client = ? AND id = ?`, client, id)
 	if err != nil {
 		return store.Document{}, s.db.Explain("get document", err)
 	}
@@ -129,7 +129,7 @@ func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Docum
 func (s *Store) ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error) {
 	where, args := listFilter(map[string]string{"client": q.Client, "state": string(q.State), "source_type": string(q.SourceType)}, q.After)
 	cols := strings.Replace(docColumns, "raw,", "NULL,", 1)
-	ds, err := queryDocuments(ctx, s.db.R, `SELECT `+cols+` FROM documents WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
+	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+cols+` FROM documents WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
 	if err != nil {
 		return nil, s.db.Explain("list documents", err)
 	}
@@ -164,7 +164,7 @@ func listLimit(n int) int {
 
 // ListDocumentVersions implements store.Documents.
 func (s *Store) ListDocumentVersions(ctx context.Context, client string, source store.SourceType, externalID string) ([]store.Document, error) {
-	ds, err := queryDocuments(ctx, s.db.R, `SELECT `+docColumns+` FROM documents WHERE client = ? AND source_type = ? AND external_id = ? ORDER BY version`,
+	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+docColumns+` FROM documents WHERE client = ? AND source_type = ? AND external_id = ? ORDER BY version`,
 		client, source, externalID)
 	if err != nil {
 		return nil, s.db.Explain("list document versions", err)

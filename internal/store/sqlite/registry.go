@@ -44,7 +44,7 @@ func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
 func (s *Store) GetTaskMemory(ctx context.Context, client, taskID string) (store.TaskMemory, error) {
 	var m store.TaskMemory
 	var data string
-	err := s.db.R.QueryRowContext(ctx, `SELECT data FROM task_memory WHERE client = ? AND task_id = ?`, client, taskID).Scan(&data)
+	err := s.db.QueryRow(ctx, `SELECT data FROM task_memory WHERE client = ? AND task_id = ?`, client, taskID).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, fmt.Errorf("task memory %s: %w", taskID, store.ErrNotFound)
 	}
@@ -101,7 +101,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 		limit = 1000
 	}
 	args = append(args, limit)
-	rows, err := s.db.R.QueryContext(ctx, `SELECT seq, at, client, aggregate, aggregate_id, type, data FROM events WHERE `+
+	rows, err := s.db.Query(ctx, `SELECT seq, at, client, aggregate, aggregate_id, type, data FROM events WHERE `+
 		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, args...)
 	if err != nil {
 		return nil, s.db.Explain("list events", err)
@@ -127,7 +127,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 // ResolveAlias implements store.Aliases.
 func (s *Store) ResolveAlias(ctx context.Context, client, alias string) (string, error) {
 	var canonical string
-	err := s.db.R.QueryRowContext(ctx, `SELECT canonical FROM aliases WHERE client = ? AND alias = ?`, client, alias).Scan(&canonical)
+	err := s.db.QueryRow(ctx, `SELECT canonical FROM aliases WHERE client = ? AND alias = ?`, client, alias).Scan(&canonical)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("alias %q: %w", alias, store.ErrNotFound)
 	}
@@ -153,7 +153,7 @@ func (s *Store) RecordAlias(ctx context.Context, client, alias, canonical string
 // GetCursor implements store.Cursors.
 func (s *Store) GetCursor(ctx context.Context, key string) (string, error) {
 	var v string
-	err := s.db.R.QueryRowContext(ctx, `SELECT value FROM cursors WHERE key = ?`, key).Scan(&v)
+	err := s.db.QueryRow(ctx, `SELECT value FROM cursors WHERE key = ?`, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("cursor %q: %w", key, store.ErrNotFound)
 	}
@@ -215,7 +215,7 @@ func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
 }
 
 func (s *Store) listClients(ctx context.Context, tail string, args ...any) ([]store.Client, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT id, name, created_at FROM clients `+tail, args...)
+	rows, err := s.db.Query(ctx, `SELECT id, name, created_at FROM clients `+tail, args...)
 	if err != nil {
 		return nil, s.db.Explain("list clients", err)
 	}
@@ -269,7 +269,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, client string) ([]store.APIKey,
 }
 
 func (s *Store) listKeys(ctx context.Context, tail string, args ...any) ([]store.APIKey, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT id, client, role, name, hash, created_at, revoked_at FROM api_keys `+tail, args...)
+	rows, err := s.db.Query(ctx, `SELECT id, client, role, name, hash, created_at, revoked_at FROM api_keys `+tail, args...)
 	if err != nil {
 		return nil, s.db.Explain("list api keys", err)
 	}
@@ -361,7 +361,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 
 // each runs a read query and calls scan for every row.
 func (s *Store) each(ctx context.Context, query string, scan func(*sql.Rows) error) error {
-	rows, err := s.db.R.QueryContext(ctx, query)
+	rows, err := s.db.Query(ctx, query)
 	if err != nil {
 		return err
 	}
@@ -402,7 +402,7 @@ func (s *Store) RemoveLinkPattern(ctx context.Context, client, kind, pattern str
 
 // ListLinkPatterns implements store.LinkPatterns.
 func (s *Store) ListLinkPatterns(ctx context.Context, client string) ([]store.LinkPattern, error) {
-	rows, err := s.db.R.QueryContext(ctx, `SELECT client, kind, pattern, created_at FROM link_patterns WHERE client = ? ORDER BY kind, pattern`, client)
+	rows, err := s.db.Query(ctx, `SELECT client, kind, pattern, created_at FROM link_patterns WHERE client = ? ORDER BY kind, pattern`, client)
 	if err != nil {
 		return nil, s.db.Explain("list link patterns", err)
 	}
@@ -423,7 +423,7 @@ func (s *Store) ListLinkPatterns(ctx context.Context, client string) ([]store.Li
 // GetModelAnswer implements store.ModelCache.
 func (s *Store) GetModelAnswer(ctx context.Context, key string) ([]byte, error) {
 	var b []byte
-	err := s.db.R.QueryRowContext(ctx, `SELECT answer FROM model_answers WHERE key = ?`, key).Scan(&b)
+	err := s.db.QueryRow(ctx, `SELECT answer FROM model_answers WHERE key = ?`, key).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("model answer %s: %w", key, store.ErrNotFound)
 	}

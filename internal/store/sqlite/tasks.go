@@ -123,7 +123,7 @@ func (s *Store) EnqueueTasks(ctx context.Context, tasks ...store.Task) (int, err
 
 // GetTask implements store.Tasks.
 func (s *Store) GetTask(ctx context.Context, client, id string) (store.Task, error) {
-	ts, err := queryTasks(ctx, s.db.R, `SELECT `+taskColumns+` FROM tasks WHERE client = ? AND id = ?`, client, id)
+	ts, err := queryTasks(ctx, s.db.Reads(), `SELECT `+taskColumns+` FROM tasks WHERE client = ? AND id = ?`, client, id)
 	if err != nil {
 		return store.Task{}, s.db.Explain("get task", err)
 	}
@@ -244,7 +244,7 @@ func (s *Store) RescueTasks(ctx context.Context, stage store.Stage, now time.Tim
 // ListTasks implements store.Tasks.
 func (s *Store) ListTasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
 	where, args := listFilter(map[string]string{"client": q.Client, "state": string(q.State), "kind": string(q.Kind), "source_doc": q.SourceDoc}, q.After)
-	ts, err := queryTasks(ctx, s.db.R, `SELECT `+taskColumns+` FROM tasks WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
+	ts, err := queryTasks(ctx, s.db.Reads(), `SELECT `+taskColumns+` FROM tasks WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
 	if err != nil {
 		return nil, s.db.Explain("list tasks", err)
 	}

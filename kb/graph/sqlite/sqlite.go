@@ -253,13 +253,13 @@ func (g *clientGraph) ListNodes(ctx context.Context, q graph.NodeQuery) ([]graph
 	if q.Prefix != "" {
 		where, args = append(where, `key >= ? AND substr(key, 1, length(?)) = ?`), append(args, q.Prefix, q.Prefix, q.Prefix)
 	}
-	return g.nodesWhere(ctx, g.db.R, `, (SELECT json_group_array(chunk_id) FROM (SELECT chunk_id FROM node_chunks c WHERE c.client = nodes.client AND c.key = nodes.key ORDER BY chunk_id))`,
+	return g.nodesWhere(ctx, g.db.Reads(), `, (SELECT json_group_array(chunk_id) FROM (SELECT chunk_id FROM node_chunks c WHERE c.client = nodes.client AND c.key = nodes.key ORDER BY chunk_id))`,
 		strings.Join(where, " AND ")+` ORDER BY key LIMIT ?`, append(args, q.Limit)...)
 }
 
 // Node implements graph.Graph.
 func (g *clientGraph) Node(ctx context.Context, key string) (graph.Node, error) {
-	ns, err := g.nodes(ctx, g.db.R, []string{key})
+	ns, err := g.nodes(ctx, g.db.Reads(), []string{key})
 	if err != nil {
 		return graph.Node{}, err
 	}
@@ -267,7 +267,7 @@ func (g *clientGraph) Node(ctx context.Context, key string) (graph.Node, error) 
 		return graph.Node{}, fmt.Errorf("node %s: %w", key, graph.ErrNotFound)
 	}
 	n := ns[0]
-	rows, err := g.db.R.QueryContext(ctx, `SELECT chunk_id FROM node_chunks WHERE client = ? AND key = ? ORDER BY chunk_id`, g.client, key)
+	rows, err := g.db.Query(ctx, `SELECT chunk_id FROM node_chunks WHERE client = ? AND key = ? ORDER BY chunk_id`, g.client, key)
 	if err != nil {
 		return n, g.db.Explain("get node", err)
 	}
@@ -321,7 +321,7 @@ func (g *clientGraph) edges(ctx context.Context, q querier, from, where string, 
 
 // Edge implements graph.Graph.
 func (g *clientGraph) Edge(ctx context.Context, key string) (graph.Edge, error) {
-	es, err := g.edges(ctx, g.db.R, "edges", `key = ?`, key)
+	es, err := g.edges(ctx, g.db.Reads(), "edges", `key = ?`, key)
 	if err != nil {
 		return graph.Edge{}, err
 	}
@@ -350,7 +350,7 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 		typeFilter = ` AND type IN (SELECT value FROM json_each(?))`
 		typeArgs = []any{idsJSON(q.EdgeTypes)}
 	}
-	start, err := column(ctx, g.db.R, `SELECT key FROM nodes WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(q.Start))
+	start, err := column(ctx, g.db.Reads(), `SELECT key FROM nodes WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(q.Start))
 	if err != nil {
 		return hood, g.db.Explain("neighbors", err)
 	}
@@ -382,7 +382,7 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 			// Ask for enough rows for the nodes still wanted, with room for
 			// ones already seen; when that was not enough, ask for more.
 			for want := 4*(q.Limit-len(keys)) + len(frontier); len(keys) < q.Limit; want *= 4 {
-				found, err := column(ctx, g.db.R, step.sql, append(append([]any{g.client, idsJSON(frontier)}, typeArgs...), want)...)
+				found, err := column(ctx, g.db.Reads(), step.sql, append(append([]any{g.client, idsJSON(frontier)}, typeArgs...), want)...)
 				if err != nil {
 					return hood, g.db.Explain("neighbors", err)
 				}
@@ -403,7 +403,7 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	if len(keys) == 0 {
 		return hood, nil
 	}
-	ns, err := g.nodes(ctx, g.db.R, keys)
+	ns, err := g.nodes(ctx, g.db.Reads(), keys)
 	if err != nil {
 		return hood, err
 	}
@@ -423,7 +423,7 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 		where += ` AND type IN (SELECT value FROM json_each(?))`
 		eargs = append(eargs, idsJSON(q.EdgeTypes))
 	}
-	hood.Edges, err = g.edges(ctx, g.db.R, "edges INDEXED BY edges_from", where, eargs...)
+	hood.Edges, err = g.edges(ctx, g.db.Reads(), "edges INDEXED BY edges_from", where, eargs...)
 	return hood, err
 }
 
@@ -433,7 +433,7 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 	if maxDepth <= 0 || maxDepth > graph.MaxDepth*2 {
 		return p, fmt.Errorf("%w: maxDepth: %d is not 1..%d", graph.ErrInvalid, maxDepth, graph.MaxDepth*2)
 	}
-	start, err := g.nodes(ctx, g.db.R, []string{from, to})
+	start, err := g.nodes(ctx, g.db.Reads(), []string{from, to})
 	if err != nil {
 		return p, err
 	}
@@ -445,7 +445,7 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 	frontier := []string{from}
 	for depth := 0; depth < maxDepth && len(frontier) > 0 && from != to; depth++ {
 		set := idsJSON(frontier)
-		rows, err := g.db.R.QueryContext(ctx, `SELECT key, from_key, to_key FROM edges INDEXED BY edges_from WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))
+		rows, err := g.db.Query(ctx, `SELECT key, from_key, to_key FROM edges INDEXED BY edges_from WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))
 			UNION ALL SELECT key, from_key, to_key FROM edges INDEXED BY edges_to WHERE client = ? AND to_key IN (SELECT value FROM json_each(?)) ORDER BY 1`, g.client, set, g.client, set)
 		if err != nil {
 			return p, g.db.Explain("shortest path", err)
@@ -490,7 +490,7 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 	}
 	slices.Reverse(keys)
 	slices.Reverse(edgeKeys)
-	ns, err := g.nodes(ctx, g.db.R, keys)
+	ns, err := g.nodes(ctx, g.db.Reads(), keys)
 	if err != nil {
 		return p, err
 	}
@@ -501,7 +501,7 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 	for _, k := range keys {
 		p.Nodes = append(p.Nodes, byKey[k])
 	}
-	es, err := g.edges(ctx, g.db.R, "edges", `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
+	es, err := g.edges(ctx, g.db.Reads(), "edges", `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
 	if err != nil {
 		return p, err
 	}
@@ -622,7 +622,7 @@ func (g *clientGraph) CountEdgesByType(ctx context.Context) (map[string]int, err
 }
 
 func (g *clientGraph) count(ctx context.Context, table string) (map[string]int, error) {
-	rows, err := g.db.R.QueryContext(ctx, `SELECT type, count(*) FROM `+table+` WHERE client = ? GROUP BY type`, g.client)
+	rows, err := g.db.Query(ctx, `SELECT type, count(*) FROM `+table+` WHERE client = ? GROUP BY type`, g.client)
 	if err != nil {
 		return nil, g.db.Explain("count nodes", err)
 	}

@@ -306,7 +306,7 @@ func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 		return nil, nil
 	}
 	list, _ := json.Marshal(ids)
-	rows, err := x.s.db.R.QueryContext(ctx, `SELECT `+chunkColumns+`, vector FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, string(list))
+	rows, err := x.s.db.Query(ctx, `SELECT `+chunkColumns+`, vector FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, string(list))
 	if err != nil {
 		return nil, x.s.db.Explain("get chunks", err)
 	}
@@ -339,7 +339,7 @@ func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string,
 	}
 	// Not ORDER BY id: the planner would pick the (client, id) index and scan
 	// every chunk of the client instead of (client, source_urn).
-	rows, err := x.s.db.R.QueryContext(ctx, `SELECT id FROM chunks WHERE client = ? AND source_urn = ?`, x.client, sourceURN)
+	rows, err := x.s.db.Query(ctx, `SELECT id FROM chunks WHERE client = ? AND source_urn = ?`, x.client, sourceURN)
 	if err != nil {
 		return nil, x.s.db.Explain("source chunks", err)
 	}
@@ -441,7 +441,7 @@ func (x *index) Count(ctx context.Context) (int, error) {
 		return 0, x.err
 	}
 	var n int
-	err := x.s.db.R.QueryRowContext(ctx, `SELECT count(*) FROM chunks WHERE client = ?`, x.client).Scan(&n)
+	err := x.s.db.QueryRow(ctx, `SELECT count(*) FROM chunks WHERE client = ?`, x.client).Scan(&n)
 	return n, x.s.db.Explain("count chunks", err)
 }
 
@@ -546,11 +546,11 @@ func (x *index) bm25SQL(ctx context.Context, q rag.Query, words []string) ([]rag
 	if cond == "" {
 		// The FTS table is the client's own: rank it alone, then fetch only
 		// the top rows (joining every match first costs a lookup per match).
-		rows, err = x.s.db.R.QueryContext(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -top.rank
+		rows, err = x.s.db.Query(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -top.rank
 			FROM (SELECT rowid, rank FROM `+t+` WHERE `+t+` MATCH ? ORDER BY rank LIMIT ?) top
 			CROSS JOIN chunks c ON c.seq = top.rowid ORDER BY top.rank`, match, q.Limit)
 	} else {
-		rows, err = x.s.db.R.QueryContext(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -bm25(`+t+`)
+		rows, err = x.s.db.Query(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -bm25(`+t+`)
 			FROM `+t+` JOIN chunks c ON c.seq = `+t+`.rowid
 			WHERE `+t+` MATCH ? AND c.client = ?`+cond+` ORDER BY bm25(`+t+`) LIMIT ?`, append(append([]any{match, x.client}, args...), q.Limit)...)
 	}
@@ -672,7 +672,7 @@ func (x *index) prune(ctx context.Context, terms []string, cands func(i int) []s
 		return make([]int, len(terms)), nil // none, or the one
 	}
 	var total int
-	err := x.s.db.R.QueryRowContext(ctx, `SELECT COALESCE((SELECT chunks FROM generations WHERE client = ?), 0)`, x.client).Scan(&total)
+	err := x.s.db.QueryRow(ctx, `SELECT COALESCE((SELECT chunks FROM generations WHERE client = ?), 0)`, x.client).Scan(&total)
 	if err != nil {
 		return nil, x.s.db.Explain("bm25 vocabulary", err)
 	}
@@ -711,7 +711,7 @@ func (x *index) docFreq(ctx context.Context, cands []string, total int) (int, er
 	df := 0
 	for _, t := range cands {
 		var n int
-		err := x.s.db.R.QueryRowContext(ctx, `SELECT doc FROM `+x.vocab()+` WHERE term = ?`, t).Scan(&n)
+		err := x.s.db.QueryRow(ctx, `SELECT doc FROM `+x.vocab()+` WHERE term = ?`, t).Scan(&n)
 		switch {
 		case err == sql.ErrNoRows:
 		case err != nil:

@@ -125,7 +125,7 @@ func (x *index) current(ctx context.Context) (*vectors, error) {
 	}
 	v := x.s.vectorsOf(x.client)
 	var gen int64
-	err := x.s.db.R.QueryRowContext(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen)
+	err := x.s.db.QueryRow(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen)
 	if err != nil {
 		return nil, x.s.db.Explain("vector generation", err)
 	}
@@ -403,7 +403,7 @@ func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs map[string]in
 		return hits, nil
 	}
 	list, _ := json.Marshal(want)
-	rows, err := x.s.db.R.QueryContext(ctx, `SELECT seq, client, id, text FROM chunks WHERE seq IN (SELECT value FROM json_each(?))`, string(list))
+	rows, err := x.s.db.Query(ctx, `SELECT seq, client, id, text FROM chunks WHERE seq IN (SELECT value FROM json_each(?))`, string(list))
 	if err != nil {
 		return nil, x.s.db.Explain("chunk text", err)
 	}
