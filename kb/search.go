@@ -197,13 +197,9 @@ func (k *KB) relations(ctx context.Context, client string, edges []graph.Edge) (
 			}
 		}
 	}
-	chunks, err := k.chunks.For(client).Get(ctx, want...)
+	text, err := rag.Texts(ctx, k.chunks.For(client), want...)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: %w", err)
-	}
-	text := make(map[string]string, len(chunks))
-	for _, c := range chunks {
-		text[c.ID] = c.Text
 	}
 	items := make([]Item, 0, len(edges))
 	for _, e := range edges {

@@ -146,6 +146,27 @@ func ValidateChunk(c Chunk, dim int) error {
 	return nil
 }
 
+// TextGetter is an Index that can read chunk texts alone, cheaper than Get.
+type TextGetter interface {
+	Texts(ctx context.Context, ids ...string) (map[string]string, error)
+}
+
+// Texts returns the texts of the chunks ids of x that exist, by chunk ID.
+func Texts(ctx context.Context, x Index, ids ...string) (map[string]string, error) {
+	if tg, ok := x.(TextGetter); ok {
+		return tg.Texts(ctx, ids...)
+	}
+	chunks, err := x.Get(ctx, ids...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(chunks))
+	for _, c := range chunks {
+		out[c.ID] = c.Text
+	}
+	return out, nil
+}
+
 // Candidates is how many results each side of a hybrid search retrieves
 // before fusion.
 func Candidates(limit int) int { return max(4*limit, 50) }

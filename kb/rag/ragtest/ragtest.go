@@ -5,6 +5,7 @@ package ragtest
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"testing"
@@ -30,6 +31,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"Filters", testFilters},
 		{"ClientIsolation", testIsolation},
 		{"Validation", testValidation},
+		{"Texts", testTexts},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -383,5 +385,19 @@ func testValidation(t *testing.T, s rag.Store) {
 		if _, err := x.Hybrid(ctx, q); !errors.Is(err, rag.ErrInvalid) {
 			t.Errorf("%s: err = %v", name, err)
 		}
+	}
+}
+
+// rag.Texts (the index's own TextGetter when it has one) returns the texts
+// Get returns, of existing chunks of the index's client only.
+func testTexts(t *testing.T, s rag.Store) {
+	x := load(t, s, "acme")
+	other := s.For("globex")
+	check(t, other.Upsert(t.Context(), rag.Chunk{ID: "g-1", Text: "Globex secret", SourceURN: "urn:g", Vector: []float32{1, 0, 0, 0}}))
+	got, err := rag.Texts(t.Context(), x, "c-db", "nope", "c-food", "g-1")
+	check(t, err)
+	want := map[string]string{"c-db": corpus()[0].Text, "c-food": corpus()[2].Text}
+	if !maps.Equal(got, want) {
+		t.Fatalf("texts: %v", got)
 	}
 }

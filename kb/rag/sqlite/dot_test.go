@@ -42,7 +42,8 @@ func TestDotsI8MatchPlainGo(t *testing.T) {
 // The int8 scan with exact rescoring finds what an exact float32 scan
 // finds: on 20,000 GloVe sentence vectors (which sit close together, the
 // hard case for quantization), for the search test queries and for 200
-// corpus sentences, the best 10 and 50 are the exact best.
+// corpus sentences, the best 10 and 50 are the exact best, scanned in one
+// part or two.
 func TestQuantizedScanRecall(t *testing.T) {
 	t.Parallel()
 	emb, err := glove.New()
@@ -93,11 +94,12 @@ func TestQuantizedScanRecall(t *testing.T) {
 		return out
 	}
 	missed, total := 0, 0
-	for _, k := range []int{10, 50} {
+	for _, c := range []struct{ k, parts int }{{10, 1}, {50, 1}, {10, 2}, {50, 2}} {
+		k := c.k
 		for _, qv := range qs {
 			want := exact(qv, k)
 			var got []int
-			for _, s := range v.nearest(qv, rag.Filter{}, k) {
+			for _, s := range v.nearest(qv, rag.Filter{}, k, c.parts) {
 				got = append(got, s.i)
 			}
 			for _, i := range want {
@@ -165,4 +167,31 @@ func BenchmarkDots(b *testing.B) {
 			}
 		}
 	})
+}
+
+// selectBest puts the k best scores first, whatever the order and ties.
+func TestSelectBest(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		n := 1 + r.IntN(60)
+		k := 1 + r.IntN(n)
+		xs := make([]scored, n)
+		for i := range xs {
+			xs[i] = scored{i, float32(r.IntN(12))} // many ties
+		}
+		want := slices.Clone(xs)
+		slices.SortFunc(want, func(a, b scored) int { return cmpF(b.score, a.score) })
+		low := selectBest(xs, k)
+		got := slices.Clone(xs[:k])
+		slices.SortFunc(got, func(a, b scored) int { return cmpF(b.score, a.score) })
+		for i := range got {
+			if got[i].score != want[i].score {
+				t.Fatalf("n %d k %d: best %v, want %v", n, k, got, want[:k])
+			}
+		}
+		if low != want[k-1].score {
+			t.Fatalf("n %d k %d: lowest kept %v, want %v", n, k, low, want[k-1].score)
+		}
+	}
 }

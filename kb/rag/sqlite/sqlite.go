@@ -332,6 +332,32 @@ func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 	return out, nil
 }
 
+// Texts returns the texts of the client's chunks ids (those that exist):
+// what evidence needs, without the vectors and refs Get decodes.
+func (x *index) Texts(ctx context.Context, ids ...string) (map[string]string, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	out := make(map[string]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, _ := json.Marshal(ids)
+	rows, err := x.s.db.Query(ctx, `SELECT id, text FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, string(list))
+	if err != nil {
+		return nil, x.s.db.Explain("chunk texts", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, text string
+		if err := rows.Scan(&id, &text); err != nil {
+			return nil, err
+		}
+		out[id] = text
+	}
+	return out, rows.Err()
+}
+
 // SourceChunkIDs implements rag.Index.
 func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string, error) {
 	if x.err != nil {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/kb/rag"
@@ -271,46 +272,87 @@ func dot(a, b []float32) float32 {
 const scanBlock = 256
 
 // rescored is how many candidates of the int8 scan are scored again
-// exactly, for limit results: enough that the int8 error (about 1% of a
-// score) does not cost the exact best (TestQuantizedScanRecall).
-func rescored(limit int) int { return max(5*limit, 100) }
+// exactly, for limit results, in all: enough that the int8 error (about 1%
+// of a score) does not cost the exact best (TestQuantizedScanRecall).
+func rescored(limit int) int { return max(10*limit, 200) }
 
 // scan scores rows [lo, hi) against q (q16: q as int16 at the int8 rows'
 // stride) from the int8 rows and keeps the best k that pass f. Scores are
-// proportional to the dot product, not equal to it.
-func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) topK {
-	h := make(topK, 0, k+1)
+// proportional to the dot product, not equal to it. Candidates above a
+// threshold gather in a buffer; when it is full the best k are selected
+// and the threshold rises to the k-th (cheaper than a heap when many
+// candidates arrive in rising order).
+func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) []scored {
+	buf := make([]scored, 0, 4*k)
+	thr := float32(math.Inf(-1))
 	var block [scanBlock]int32
 	for start := lo; start < hi; start += scanBlock {
 		end := min(start+scanBlock, hi)
 		ints := block[:end-start]
 		dotsI8(q16, v.q8[start*v.stride:end*v.stride], v.stride, ints)
 		for j, d := range ints {
-			i := start + j
-			if filtered && !f.Matches(v.meta[i]) {
+			s := float32(d) * v.scales[start+j]
+			if s <= thr || filtered && !f.Matches(v.meta[start+j]) {
 				continue
 			}
-			if s := float32(d) * v.scales[i]; len(h) < k || s > h[0].score {
-				h.offer(scored{i, s}, k)
+			buf = append(buf, scored{start + j, s})
+			if len(buf) == cap(buf) {
+				thr = selectBest(buf, k)
+				buf = buf[:k]
 			}
 		}
 	}
-	return h
+	if len(buf) > k {
+		selectBest(buf, k)
+		buf = buf[:k]
+	}
+	return buf
+}
+
+// selectBest reorders xs so that xs[:k] hold its k best scores (k <=
+// len(xs)) and returns the lowest of them.
+func selectBest(xs []scored, k int) float32 {
+	lo, hi := 0, len(xs)-1
+	for lo < hi {
+		p := xs[lo+(hi-lo)/2].score
+		i, j := lo, hi
+		for i <= j {
+			for xs[i].score > p {
+				i++
+			}
+			for xs[j].score < p {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i, j = i+1, j-1
+			}
+		}
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			lo = hi // xs[k-1] sits between the parts: done
+		}
+	}
+	low := xs[0].score
+	for _, x := range xs[:k] {
+		low = min(low, x.score)
+	}
+	return low
 }
 
 // nearest returns the best limit rows for the unit vector qv that pass f,
-// exactly scored: the int8 scan (split across the CPUs for large indexes)
-// picks rescored(limit) candidates, the float32 vectors score them.
-func (v *vectors) nearest(qv []float32, f rag.Filter, limit int) topK {
+// exactly scored: the int8 scan (in parts scans at once) picks
+// rescored(limit) candidates, the float32 vectors score them.
+func (v *vectors) nearest(qv []float32, f rag.Filter, limit, parts int) topK {
 	n := len(v.ids)
 	filtered := f.Active()
-	parts := 1
-	if n >= 20_000 {
-		parts = min(runtime.GOMAXPROCS(0), 8)
-	}
 	q16 := queryI16(qv, v.stride)
-	cands := rescored(limit)
-	results := make([]topK, parts)
+	cands := max(rescored(limit)/parts, limit)
+	results := make([][]scored, parts)
 	var wg sync.WaitGroup
 	for p := range parts {
 		lo, hi := p*n/parts, (p+1)*n/parts
@@ -327,6 +369,9 @@ func (v *vectors) nearest(qv []float32, f rag.Filter, limit int) topK {
 	}
 	return best
 }
+
+// activeScans counts the vector scans running in this process.
+var activeScans atomic.Int32
 
 // queryI16 scales the unit vector q to int16 at the given stride.
 func queryI16(q []float32, stride int) []int16 {
@@ -379,7 +424,15 @@ func (x *index) nearVector(ctx context.Context, q rag.Query) ([]rag.Hit, map[str
 		v.mu.RUnlock()
 		return nil, nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
 	}
-	best := v.nearest(normalize(q.Vector), q.Filter, q.Limit).sorted(v.ids)
+	// Split a large scan across the CPUs only when no other scan runs: under
+	// load the CPUs are busy anyway, and a split search waits for the later
+	// of its parts.
+	parts := 1
+	if activeScans.Add(1) == 1 && n >= 20_000 {
+		parts = min(runtime.GOMAXPROCS(0), 8)
+	}
+	best := v.nearest(normalize(q.Vector), q.Filter, q.Limit, parts).sorted(v.ids)
+	activeScans.Add(-1)
 	hits := make([]rag.Hit, len(best))
 	seqs := make(map[string]int64, len(best))
 	for i, s := range best {
