@@ -369,34 +369,33 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	frontier := keys
 	for d := 1; d <= q.Depth && len(keys) < q.Limit && len(frontier) > 0; d++ {
 		var next []string
-		// One query per level: edges out of the frontier, then into it.
-		var parts []string
-		var args []any
-		if q.Direction == graph.Out || q.Direction == graph.Any {
-			parts = append(parts, `SELECT to_key FROM edges INDEXED BY edges_from WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))`+typeFilter)
-			args = append(append(args, g.client, idsJSON(frontier)), typeArgs...)
-		}
-		if q.Direction == graph.In || q.Direction == graph.Any {
-			parts = append(parts, `SELECT from_key FROM edges INDEXED BY edges_to WHERE client = ? AND to_key IN (SELECT value FROM json_each(?))`+typeFilter)
-			args = append(append(args, g.client, idsJSON(frontier)), typeArgs...)
-		}
-		step := strings.Join(parts, " UNION ALL ") + ` LIMIT ?`
-		// Ask for enough rows for the nodes still wanted, with room for ones
-		// already seen; when that was not enough, ask for more.
-		for want := 4*(q.Limit-len(keys)) + 2*len(frontier); len(keys) < q.Limit; want *= 4 {
-			found, err := column(ctx, g.db.Reads(), step, append(slices.Clip(args), want)...)
-			if err != nil {
-				return hood, g.db.Explain("neighbors", err)
+		for _, step := range []struct {
+			on  graph.Direction
+			sql string
+		}{
+			{graph.Out, `SELECT to_key FROM edges INDEXED BY edges_from WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))` + typeFilter + ` LIMIT ?`},
+			{graph.In, `SELECT from_key FROM edges INDEXED BY edges_to WHERE client = ? AND to_key IN (SELECT value FROM json_each(?))` + typeFilter + ` LIMIT ?`},
+		} {
+			if q.Direction != step.on && q.Direction != graph.Any {
+				continue
 			}
-			for _, k := range found {
-				before := len(keys)
-				visit(k, d)
-				if len(keys) > before {
-					next = append(next, k)
+			// Ask for enough rows for the nodes still wanted, with room for
+			// ones already seen; when that was not enough, ask for more.
+			for want := 4*(q.Limit-len(keys)) + len(frontier); len(keys) < q.Limit; want *= 4 {
+				found, err := column(ctx, g.db.Reads(), step.sql, append(append([]any{g.client, idsJSON(frontier)}, typeArgs...), want)...)
+				if err != nil {
+					return hood, g.db.Explain("neighbors", err)
 				}
-			}
-			if len(found) < want {
-				break
+				for _, k := range found {
+					before := len(keys)
+					visit(k, d)
+					if len(keys) > before {
+						next = append(next, k)
+					}
+				}
+				if len(found) < want {
+					break
+				}
 			}
 		}
 		frontier = next

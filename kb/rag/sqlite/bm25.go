@@ -178,7 +178,8 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) ([]rag.H
 		return nil, nil, nil
 	}
 	avgdl := float64(v.tokens) / n
-	scores := map[int32]float64{}
+	sc := getScratch(len(v.ids))
+	defer scratchPool.Put(sc)
 	var live []posting // this token's postings of live chunks, doc = row
 	for _, tok := range tokens {
 		live = live[:0]
@@ -194,13 +195,14 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) ([]rag.H
 		}
 		for _, p := range live {
 			tf, dl := float64(p.tf), float64(v.lens[p.doc])
-			scores[int32(p.doc)] += idf * (tf * (bm25K1 + 1)) / (tf + bm25K1*(1-bm25B+bm25B*dl/avgdl))
+			sc.add(int32(p.doc), idf*(tf*(bm25K1+1))/(tf+bm25K1*(1-bm25B+bm25B*dl/avgdl)))
 		}
 	}
 	f := q.Filter
 	filtered := f.Active()
 	best := make(ranked, 0, q.Limit+1)
-	for i, s := range scores {
+	for _, i := range sc.touched {
+		s := sc.score[i]
 		if filtered && !f.Matches(v.meta[i]) {
 			continue
 		}
@@ -225,6 +227,35 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) ([]rag.H
 		seqs[v.ids[r.i]] = r.seq
 	}
 	return hits, seqs, nil
+}
+
+// scratch accumulates BM25 scores by row: a dense array reused between
+// queries (a map was most of the scoring), and the rows touched, which are
+// reset when it goes back to the pool.
+type scratch struct {
+	score   []float64
+	touched []int32
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+func getScratch(n int) *scratch {
+	sc := scratchPool.Get().(*scratch)
+	for _, i := range sc.touched {
+		sc.score[i] = 0
+	}
+	sc.touched = sc.touched[:0]
+	if len(sc.score) < n {
+		sc.score = make([]float64, n)
+	}
+	return sc
+}
+
+func (sc *scratch) add(row int32, s float64) {
+	if sc.score[row] == 0 {
+		sc.touched = append(sc.touched, row)
+	}
+	sc.score[row] += s
 }
 
 // rankedHit is a BM25 candidate: row i of the vectors, FTS5 row id seq.

@@ -274,7 +274,7 @@ const scanBlock = 256
 // rescored is how many candidates of the int8 scan are scored again
 // exactly, for limit results, in all: enough that the int8 error (about 1%
 // of a score) does not cost the exact best (TestQuantizedScanRecall).
-func rescored(limit int) int { return max(10*limit, 200) }
+func rescored(limit int) int { return max(8*limit, 160) }
 
 // scan scores rows [lo, hi) against q (q16: q as int16 at the int8 rows'
 // stride) from the int8 rows and keeps the best k that pass f. Scores are
