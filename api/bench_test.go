@@ -129,6 +129,7 @@ func BenchmarkSearchHTTP(b *testing.B) {
 			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(all[min(len(all)-1, len(all)*99/100)].Microseconds())/1000, "p99-ms")
 			b.ReportMetric(float64(len(all))/b.Elapsed().Seconds(), "req/s")
+			b.Logf("p90 %s p95 %s p99 %s max %s", all[len(all)*90/100], all[len(all)*95/100], all[len(all)*99/100], all[len(all)-1])
 			b.ReportMetric(0, "ns/op")
 		})
 	}

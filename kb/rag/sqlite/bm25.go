@@ -166,16 +166,12 @@ func (t *tokenizer) close() error {
 // bm25 scores the chunks holding any of tokens (one per query word, as
 // FTS5 takes each quoted word as a phrase; a token may repeat) from the
 // in-memory postings and returns the best q.Limit that pass q.Filter,
-// without their texts but with their row ids (withText).
-func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) ([]rag.Hit, map[string]int64, error) {
-	v, err := x.current(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer v.mu.RUnlock()
+// without their texts but with their row ids (withText). The caller holds
+// v's read lock.
+func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int64) {
 	n := float64(len(v.ids))
 	if n == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	avgdl := float64(v.tokens) / n
 	sc := getScratch(len(v.ids))
@@ -226,7 +222,7 @@ func (x *index) bm25(ctx context.Context, q rag.Query, tokens []string) ([]rag.H
 		hits[j] = rag.Hit{Chunk: v.meta[r.i], Score: r.score, BM25Score: r.score}
 		seqs[v.ids[r.i]] = r.seq
 	}
-	return hits, seqs, nil
+	return hits, seqs
 }
 
 // scratch accumulates BM25 scores by row: a dense array reused between

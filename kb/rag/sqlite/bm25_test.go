@@ -98,10 +98,12 @@ func TestBM25MatchesFTS5(t *testing.T) {
 					}
 					flat[i] = tok[0]
 				}
-				got, seqs, err := x.bm25(ctx, q, flat)
+				v, err := x.current(ctx)
 				if err != nil {
-					t.Fatalf("%q: %v", q.Text, err)
+					t.Fatal(err)
 				}
+				got, seqs := v.bm25(q, flat)
+				v.mu.RUnlock()
 				if got, err = x.withText(ctx, got, seqs); err != nil {
 					t.Fatal(err)
 				}

@@ -517,7 +517,12 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if err := q.Normalize(); err != nil {
 		return nil, err
 	}
-	hits, seqs, err := x.keyword(ctx, q)
+	v, err := x.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hits, seqs, err := x.keyword(ctx, q, v)
+	v.mu.RUnlock()
 	if err != nil {
 		return nil, err
 	}
@@ -526,7 +531,8 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 
 // keyword is BM25 without reading the texts of the chunks it scores in Go
 // (their row ids come back instead); FTS5's ranking returns them with text.
-func (x *index) keyword(ctx context.Context, q rag.Query) ([]rag.Hit, map[string]int64, error) {
+// v is the client's index, read-locked by the caller.
+func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit, map[string]int64, error) {
 	words := Terms(q.Text)
 	if len(words) == 0 {
 		return nil, nil, nil
@@ -543,7 +549,7 @@ func (x *index) keyword(ctx context.Context, q rag.Query) ([]rag.Hit, map[string
 	if single {
 		cands = func(i int) []string { return tokens[i] }
 	}
-	kept, err := x.prune(ctx, words, cands)
+	kept, err := x.prune(ctx, words, cands, len(v.ids))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -552,7 +558,8 @@ func (x *index) keyword(ctx context.Context, q rag.Query) ([]rag.Hit, map[string
 		for j, i := range kept {
 			flat[j] = tokens[i][0]
 		}
-		return x.bm25(ctx, q, flat)
+		hits, seqs := v.bm25(q, flat)
+		return hits, seqs, nil
 	}
 	keptWords := make([]string, len(kept))
 	for j, i := range kept {
@@ -612,19 +619,24 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	}
 	sub := q
 	sub.Limit = rag.Candidates(q.Limit)
-	// The two sides are independent: run them at once. Only the texts of
-	// the fused best are read.
+	// The two sides are independent: run them at once, on one read of the
+	// index. Only the texts of the fused best are read.
+	v, err := x.current(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var kw, vec []rag.Hit
 	var kwSeqs, vecSeqs map[string]int64
 	var kwErr, vecErr error
 	var wg sync.WaitGroup
 	if q.Alpha < 1 {
-		wg.Go(func() { kw, kwSeqs, kwErr = x.keyword(ctx, sub) })
+		wg.Go(func() { kw, kwSeqs, kwErr = x.keyword(ctx, sub, v) })
 	}
 	if q.Alpha > 0 {
-		vec, vecSeqs, vecErr = x.nearVector(ctx, sub)
+		vec, vecSeqs, vecErr = v.nearVector(sub)
 	}
 	wg.Wait()
+	v.mu.RUnlock()
 	if err := errors.Join(kwErr, vecErr); err != nil {
 		return nil, err
 	}
@@ -693,15 +705,11 @@ const (
 // token, likely stems (stemCandidates). A term none of whose candidates is
 // known counts as rare and is kept. Counts are cached per client until its
 // chunk count moves by a tenth.
-func (x *index) prune(ctx context.Context, terms []string, cands func(i int) []string) ([]int, error) {
+func (x *index) prune(ctx context.Context, terms []string, cands func(i int) []string, total int) ([]int, error) {
 	if len(terms) < 2 {
 		return make([]int, len(terms)), nil // none, or the one
 	}
-	var total int
-	err := x.s.db.QueryRow(ctx, `SELECT COALESCE((SELECT chunks FROM generations WHERE client = ?), 0)`, x.client).Scan(&total)
-	if err != nil {
-		return nil, x.s.db.Explain("bm25 vocabulary", err)
-	}
+	var err error
 	counts := make([]int, len(terms))
 	for i := range terms {
 		if counts[i], err = x.docFreq(ctx, cands(i), total); err != nil {

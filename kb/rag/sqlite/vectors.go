@@ -398,7 +398,15 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 	if err := q.Normalize(); err != nil {
 		return nil, err
 	}
-	hits, seqs, err := x.nearVector(ctx, q)
+	if len(q.Vector) == 0 {
+		return nil, nil
+	}
+	v, err := x.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hits, seqs, err := v.nearVector(q)
+	v.mu.RUnlock()
 	if err != nil {
 		return nil, err
 	}
@@ -406,22 +414,16 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 }
 
 // nearVector scores without reading texts: the hits come with their
-// chunks' row ids (withText).
-func (x *index) nearVector(ctx context.Context, q rag.Query) ([]rag.Hit, map[string]int64, error) {
+// chunks' row ids (withText). The caller holds v's read lock.
+func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int64, error) {
 	if len(q.Vector) == 0 {
 		return nil, nil, nil
 	}
-	v, err := x.current(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
 	n := len(v.ids)
 	if n == 0 {
-		v.mu.RUnlock()
 		return nil, nil, nil
 	}
 	if len(q.Vector) != v.dim {
-		v.mu.RUnlock()
 		return nil, nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
 	}
 	// Split a large scan across the CPUs only when no other scan runs: under
@@ -439,7 +441,6 @@ func (x *index) nearVector(ctx context.Context, q rag.Query) ([]rag.Hit, map[str
 		hits[i] = rag.Hit{Chunk: v.meta[s.i], Score: float64(s.score), VectorScore: float64(s.score)}
 		seqs[v.ids[s.i]] = v.seqs[s.i]
 	}
-	v.mu.RUnlock()
 	return hits, seqs, nil
 }
 
