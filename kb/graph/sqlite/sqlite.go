@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
@@ -66,11 +67,17 @@ CREATE TABLE edge_evidence (
 	PRIMARY KEY (client, edge_key, chunk_id)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX edge_evidence_chunk ON edge_evidence (client, chunk_id);
-`}
+`,
+	// 2: a generation per client, moved by every write (adjacency.go).
+	`CREATE TABLE generations (client TEXT PRIMARY KEY, gen INTEGER NOT NULL) STRICT;`,
+}
 
 // Store holds every client's graph in one database.
 type Store struct {
 	db *sqlitedb.DB
+
+	mu  sync.Mutex
+	adj map[string]*adjacency // per client
 }
 
 var _ graph.Store = (*Store)(nil)
@@ -81,11 +88,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, adj: map[string]*adjacency{}}, nil
 }
 
 // For implements graph.Store.
-func (s *Store) For(client string) graph.Graph { return &clientGraph{db: s.db, client: client} }
+func (s *Store) For(client string) graph.Graph { return &clientGraph{s: s, db: s.db, client: client} }
 
 // Ping implements graph.Store.
 func (s *Store) Ping(ctx context.Context) error { return s.db.Ping(ctx) }
@@ -95,6 +102,7 @@ func (s *Store) Close() error { return s.db.Close() }
 
 // clientGraph is one client's view; every statement filters on client.
 type clientGraph struct {
+	s      *Store
 	db     *sqlitedb.DB
 	client string
 }
@@ -131,7 +139,7 @@ func (g *clientGraph) UpsertNodes(ctx context.Context, nodes ...graph.Node) erro
 		}
 	}
 	now := time.Now()
-	return g.db.Write(ctx, "upsert nodes", func(tx sqlitedb.Tx) error {
+	return g.write(ctx, "upsert nodes", func(tx sqlitedb.Tx) error {
 		for _, n := range nodes {
 			props, err := propsJSON(n.Props)
 			if err != nil {
@@ -150,6 +158,10 @@ func (g *clientGraph) UpsertNodes(ctx context.Context, nodes ...graph.Node) erro
 			}
 		}
 		return nil
+	}, func(a *adjacency) {
+		for _, n := range nodes {
+			a.addNode(n.Key)
+		}
 	})
 }
 
@@ -161,7 +173,7 @@ func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) erro
 		}
 	}
 	now := time.Now()
-	return g.db.Write(ctx, "upsert edges", func(tx sqlitedb.Tx) error {
+	return g.write(ctx, "upsert edges", func(tx sqlitedb.Tx) error {
 		for _, e := range edges {
 			for _, k := range []string{e.From, e.To} {
 				var one int
@@ -194,6 +206,10 @@ func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) erro
 			}
 		}
 		return nil
+	}, func(a *adjacency) {
+		for _, e := range edges {
+			a.addEdge(e.Key(), e.Type, e.From, e.To)
+		}
 	})
 }
 
@@ -345,61 +361,59 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	if err := q.Validate(); err != nil {
 		return hood, err
 	}
-	typeFilter, typeArgs := "", []any{}
-	if len(q.EdgeTypes) > 0 {
-		typeFilter = ` AND type IN (SELECT value FROM json_each(?))`
-		typeArgs = []any{idsJSON(q.EdgeTypes)}
-	}
-	start, err := column(ctx, g.db.Reads(), `SELECT key FROM nodes WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(q.Start))
+	adj, err := g.current(ctx)
 	if err != nil {
-		return hood, g.db.Explain("neighbors", err)
+		return hood, err
 	}
-	slices.SortFunc(start, func(a, b string) int { return slices.Index(q.Start, a) - slices.Index(q.Start, b) })
+	var start []string
+	for _, k := range q.Start {
+		if _, ok := adj.nodes[k]; ok && !slices.Contains(start, k) {
+			start = append(start, k)
+		}
+	}
 	depth := map[string]int{}
 	var keys []string
-	visit := func(k string, d int) {
+	visit := func(k string, d int) bool {
 		if _, seen := depth[k]; !seen && len(keys) < q.Limit {
 			depth[k] = d
 			keys = append(keys, k)
+			return true
 		}
+		return false
 	}
 	for _, k := range start {
 		visit(k, 0)
 	}
 	frontier := keys
 	for d := 1; d <= q.Depth && len(keys) < q.Limit && len(frontier) > 0; d++ {
+		// Within a level: edges out of the frontier, then into it; by
+		// frontier key, then edge type and key (the indexes' order).
+		from := slices.Sorted(slices.Values(frontier))
 		var next []string
 		for _, step := range []struct {
-			on  graph.Direction
-			sql string
-		}{
-			{graph.Out, `SELECT to_key FROM edges INDEXED BY edges_from WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))` + typeFilter + ` LIMIT ?`},
-			{graph.In, `SELECT from_key FROM edges INDEXED BY edges_to WHERE client = ? AND to_key IN (SELECT value FROM json_each(?))` + typeFilter + ` LIMIT ?`},
-		} {
+			on   graph.Direction
+			arcs map[string][]arc
+		}{{graph.Out, adj.out}, {graph.In, adj.in}} {
 			if q.Direction != step.on && q.Direction != graph.Any {
 				continue
 			}
-			// Ask for enough rows for the nodes still wanted, with room for
-			// ones already seen; when that was not enough, ask for more.
-			for want := 4*(q.Limit-len(keys)) + len(frontier); len(keys) < q.Limit; want *= 4 {
-				found, err := column(ctx, g.db.Reads(), step.sql, append(append([]any{g.client, idsJSON(frontier)}, typeArgs...), want)...)
-				if err != nil {
-					return hood, g.db.Explain("neighbors", err)
-				}
-				for _, k := range found {
-					before := len(keys)
-					visit(k, d)
-					if len(keys) > before {
-						next = append(next, k)
+			for _, f := range from {
+				for _, x := range step.arcs[f] {
+					if len(keys) >= q.Limit {
+						break
 					}
-				}
-				if len(found) < want {
-					break
+					if len(q.EdgeTypes) > 0 && !slices.Contains(q.EdgeTypes, x.typ) {
+						continue
+					}
+					if visit(x.other, d) {
+						next = append(next, x.other)
+					}
 				}
 			}
 		}
 		frontier = next
 	}
+	adj.mu.RUnlock()
 	if len(keys) == 0 {
 		return hood, nil
 	}
@@ -517,14 +531,14 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 
 // Drop implements graph.Graph.
 func (g *clientGraph) Drop(ctx context.Context) error {
-	return g.db.Write(ctx, "drop graph", func(tx sqlitedb.Tx) error {
+	return g.write(ctx, "drop graph", func(tx sqlitedb.Tx) error {
 		for _, table := range []string{"edge_evidence", "node_chunks", "edges", "nodes"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE client = ?`, g.client); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
+	}, (*adjacency).reset)
 }
 
 // RemoveEvidence implements graph.Graph.
@@ -534,8 +548,11 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 		return r, nil
 	}
 	ids := idsJSON(chunkIDs)
-	err := g.db.Write(ctx, "remove evidence", func(tx sqlitedb.Tx) error {
+	var deadEdges [][3]string // key, from, to
+	var deadNodes []string
+	err := g.write(ctx, "remove evidence", func(tx sqlitedb.Tx) error {
 		r = graph.Removed{}
+		deadEdges, deadNodes = nil, nil
 		edgeKeys, err := column(ctx, tx, `SELECT DISTINCT edge_key FROM edge_evidence WHERE client = ? AND chunk_id IN (SELECT value FROM json_each(?))`, g.client, ids)
 		if err != nil {
 			return err
@@ -567,6 +584,7 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 				return err
 			}
 			dead = append(dead, k)
+			deadEdges = append(deadEdges, [3]string{k, from, to})
 			candidates = append(candidates, from, to)
 		}
 		rows.Close()
@@ -588,8 +606,18 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 			}
 			n, _ := res.RowsAffected()
 			r.NodesDeleted += int(n)
+			if n > 0 {
+				deadNodes = append(deadNodes, k)
+			}
 		}
 		return nil
+	}, func(a *adjacency) {
+		for _, e := range deadEdges {
+			a.removeEdge(e[0], e[1], e[2])
+		}
+		for _, k := range deadNodes {
+			a.removeNode(k)
+		}
 	})
 	return r, err
 }

@@ -1,0 +1,89 @@
+package sqlite
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/jervis-dev/jervis/kb/graph"
+)
+
+// The adjacency kept current by a process's own writes walks like one
+// loaded afresh from the database, through random upserts, evidence
+// removals and drops; and a write by another process (another Store on the
+// same file) is seen at the next walk.
+func TestAdjacencyStaysCurrent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), FileName)
+	live, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	other, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	r := rand.New(rand.NewPCG(9, 9))
+	node := func() string { return fmt.Sprintf("n:%d", r.IntN(40)) }
+	walk := func(s *Store, q graph.NeighborQuery) graph.Neighborhood {
+		hood, err := s.For("acme").Neighbors(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hood
+	}
+	for step := range 300 {
+		writer := live
+		if step%10 == 9 {
+			writer = other // another process
+		}
+		g := writer.For("acme")
+		switch op := r.IntN(20); {
+		case op < 8:
+			a, b := node(), node()
+			if err := g.UpsertNodes(ctx, graph.Node{Key: a, Type: "n"}, graph.Node{Key: b, Type: "n"}); err != nil {
+				t.Fatal(err)
+			}
+			e := graph.Edge{Type: []string{"knows", "owns"}[r.IntN(2)], From: a, To: b, Confidence: 1, Origin: graph.OriginMetadata,
+				EvidenceChunkIDs: []string{fmt.Sprintf("c%d", r.IntN(25))}}
+			if err := g.UpsertEdges(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		case op < 18:
+			if _, err := g.RemoveEvidence(ctx, []string{fmt.Sprintf("c%d", r.IntN(25)), fmt.Sprintf("c%d", r.IntN(25))}); err != nil {
+				t.Fatal(err)
+			}
+		case op < 19:
+			if err := g.UpsertNodes(ctx, graph.Node{Key: node(), Type: "n", RAGChunks: []string{"c1"}}); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			if step%50 == 0 {
+				if err := g.Drop(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		fresh, err := Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			q := graph.NeighborQuery{Start: []string{node(), node()}, Depth: 1 + r.IntN(3), Limit: 1 + r.IntN(12),
+				Direction: []graph.Direction{graph.Any, graph.Out, graph.In}[r.IntN(3)]}
+			if r.IntN(3) == 0 {
+				q.EdgeTypes = []string{"owns"}
+			}
+			got, want := walk(live, q), walk(fresh, q)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d, %+v:\n live  %+v\n fresh %+v", step, q, got, want)
+			}
+		}
+		fresh.Close()
+	}
+}
