@@ -179,8 +179,8 @@ func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
 		bm25 float64
 		vec  float64
 	}
-	merged := map[string]*acc{}
-	var order []string
+	merged := make(map[string]int, len(bm25)+len(vector)) // chunk ID → index in accs
+	accs := make([]acc, 0, len(bm25)+len(vector))
 	add := func(hits []Hit, weight float64, isVector bool) {
 		lo, hi := scoreRange(hits, isVector)
 		for rank, h := range hits {
@@ -199,12 +199,13 @@ func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
 				}
 				s = weight * norm
 			}
-			a, ok := merged[h.Chunk.ID]
+			i, ok := merged[h.Chunk.ID]
 			if !ok {
-				a = &acc{hit: h}
-				merged[h.Chunk.ID] = a
-				order = append(order, h.Chunk.ID)
+				i = len(accs)
+				accs = append(accs, acc{hit: h})
+				merged[h.Chunk.ID] = i
 			}
+			a := &accs[i]
 			if isVector {
 				a.vec, a.hit.VectorScore = s, h.VectorScore
 			} else {
@@ -214,9 +215,8 @@ func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
 	}
 	add(bm25, 1-alpha, false)
 	add(vector, alpha, true)
-	out := make([]Hit, 0, len(order))
-	for _, id := range order {
-		a := merged[id]
+	out := make([]Hit, 0, len(accs))
+	for _, a := range accs {
 		a.hit.Score = a.bm25 + a.vec
 		out = append(out, a.hit)
 	}

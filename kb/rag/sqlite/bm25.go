@@ -176,7 +176,8 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 	avgdl := float64(v.tokens) / n
 	sc := getScratch(len(v.ids))
 	defer scratchPool.Put(sc)
-	var live []posting // this token's postings of live chunks, doc = row
+	live := sc.live[:0] // this token's postings of live chunks, doc = row
+	defer func() { sc.live = live[:0] }()
 	for _, tok := range tokens {
 		live = live[:0]
 		for _, p := range v.terms[tok] {
@@ -231,6 +232,7 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 type scratch struct {
 	score   []float64
 	touched []int32
+	live    []posting
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}

@@ -283,7 +283,12 @@ func rescored(limit int) int { return max(8*limit, 160) }
 // and the threshold rises to the k-th (cheaper than a heap when many
 // candidates arrive in rising order).
 func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) []scored {
-	buf := make([]scored, 0, 4*k)
+	bp := scanBuffers.Get().(*[]scored)
+	defer scanBuffers.Put(bp)
+	if cap(*bp) < 4*k {
+		*bp = make([]scored, 0, 4*k)
+	}
+	buf := (*bp)[: 0 : 4*k]
 	thr := float32(math.Inf(-1))
 	var block [scanBlock]int32
 	for start := lo; start < hi; start += scanBlock {
@@ -306,8 +311,11 @@ func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) 
 		selectBest(buf, k)
 		buf = buf[:k]
 	}
-	return buf
+	return slices.Clone(buf) // the buffer goes back to the pool
 }
+
+// scanBuffers are scan's candidate buffers, reused between searches.
+var scanBuffers = sync.Pool{New: func() any { return new([]scored) }}
 
 // selectBest reorders xs so that xs[:k] hold its k best scores (k <=
 // len(xs)) and returns the lowest of them.
