@@ -240,8 +240,10 @@ func (g *clientGraph) nodesWhere(ctx context.Context, q querier, chunks, where s
 		if err := rows.Scan(&n.Key, &n.Type, &props, &first, &last, &chunkIDs); err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal([]byte(props), &n.Props); err != nil {
-			return nil, fmt.Errorf("node %s props: %w", n.Key, err)
+		if props != "{}" { // most nodes have none
+			if err := json.Unmarshal([]byte(props), &n.Props); err != nil {
+				return nil, fmt.Errorf("node %s props: %w", n.Key, err)
+			}
 		}
 		if len(n.Props) == 0 {
 			n.Props = nil
@@ -317,8 +319,10 @@ func (g *clientGraph) edges(ctx context.Context, q querier, from, where string, 
 		if err := rows.Scan(&key, &e.Type, &e.From, &e.To, &props, &e.Confidence, &e.Origin, &first, &last, &evidence); err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal([]byte(props), &e.Props); err != nil {
-			return nil, fmt.Errorf("edge %s props: %w", key, err)
+		if props != "{}" { // most edges have none
+			if err := json.Unmarshal([]byte(props), &e.Props); err != nil {
+				return nil, fmt.Errorf("edge %s props: %w", key, err)
+			}
 		}
 		if len(e.Props) == 0 {
 			e.Props = nil
