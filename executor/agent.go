@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -51,18 +50,17 @@ type Agent struct {
 
 // NewAgent returns the workflow agent; it does not contact the server.
 func NewAgent(cfg AgentConfig) (*Agent, error) {
-	cfg.Host = cmp.Or(cfg.Host, "http://127.0.0.1:11434")
 	cfg.MaxIterations = cmp.Or(cfg.MaxIterations, 500)
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 1_000_000)
 	cfg.MaxDuration = cmp.Or(cfg.MaxDuration, 15*time.Minute)
-	u, err := url.Parse(cfg.Host)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("executor: host %q is not a URL", cfg.Host)
-	}
 	if cfg.Model == "" || cfg.KB == nil {
 		return nil, errors.New("executor: the workflow agent needs a model and the knowledge base")
 	}
-	return &Agent{cfg: cfg, client: api.NewClient(u, cmp.Or(cfg.HTTPClient, http.DefaultClient))}, nil
+	client, err := llmtools.Client(cfg.Host, cfg.HTTPClient)
+	if err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
+	}
+	return &Agent{cfg: cfg, client: client}, nil
 }
 
 // Name implements Workflow.

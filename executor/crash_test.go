@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
 	"os/exec"
 	"reflect"
 	"syscall"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/executor"
+	"github.com/jervis-dev/jervis/internal/childtest"
 	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
@@ -20,16 +19,7 @@ import (
 
 const childEnv = "JERVISTEST_EXECUTOR_CHILD"
 
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(childEnv); dir != "" {
-		if err := executeAll(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { childtest.Main(m, childEnv, executeAll) }
 
 // executeAll runs the executor (extractive workflow, 2 s leases) over the
 // data directory dir until no task waits for it.
@@ -91,12 +81,7 @@ func outcomeOf(t *testing.T, dir string) outcome {
 	return o
 }
 
-func executorChild(dir string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	return cmd
-}
+func executorChild(dir string) *exec.Cmd { return childtest.Command(childEnv, dir) }
 
 // An executor process killed with SIGKILL in the middle of the queue,
 // restarted, completes every task once: the same tasks, result nodes,

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/indexers"
+	"github.com/jervis-dev/jervis/internal/childtest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
@@ -25,16 +24,7 @@ import (
 
 const childEnv = "JERVISTEST_QUALIFIER_CHILD"
 
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(childEnv); dir != "" {
-		if err := qualifyAll(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { childtest.Main(m, childEnv, qualifyAll) }
 
 // qualifyAll runs the qualifier over the store in dir until no task waits.
 func qualifyAll(dir string) error {
@@ -118,12 +108,7 @@ func snap(t *testing.T, dir string) snapshot {
 	return s
 }
 
-func child(dir string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	return cmd
-}
+func child(dir string) *exec.Cmd { return childtest.Command(childEnv, dir) }
 
 func TestKilledQualificationCompletesOnceOnRestart(t *testing.T) {
 	t.Parallel()

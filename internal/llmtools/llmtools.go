@@ -4,8 +4,11 @@
 package llmtools
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -123,4 +126,17 @@ func (c Call) Int(name string, def int) int {
 		return int(f)
 	}
 	return def
+}
+
+// DefaultHost is where Ollama listens unless configured otherwise.
+const DefaultHost = "http://127.0.0.1:11434"
+
+// Client returns an Ollama API client for host ("" = DefaultHost) over hc
+// (nil = http.DefaultClient); it does not contact the server.
+func Client(host string, hc *http.Client) (*api.Client, error) {
+	u, err := url.Parse(cmp.Or(host, DefaultHost))
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("ollama host %q is not an http(s) URL", host)
+	}
+	return api.NewClient(u, cmp.Or(hc, http.DefaultClient)), nil
 }

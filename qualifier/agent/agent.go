@@ -30,7 +30,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -75,22 +74,17 @@ type Agent struct {
 
 // New returns an agent; it does not contact the server.
 func New(cfg Config) (*Agent, error) {
-	cfg.Host = cmp.Or(cfg.Host, "http://127.0.0.1:11434")
 	cfg.MaxIterations = cmp.Or(cfg.MaxIterations, 10)
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 32000)
 	cfg.MaxDuration = cmp.Or(cfg.MaxDuration, 2*time.Minute)
-	u, err := url.Parse(cfg.Host)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("agent: host %q is not a URL", cfg.Host)
-	}
 	if cfg.Model == "" || cfg.KB == nil {
 		return nil, errors.New("agent: model and knowledge base are required")
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
+	client, err := llmtools.Client(cfg.Host, cfg.HTTPClient)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
-	return &Agent{cfg: cfg, client: api.NewClient(u, hc), cache: map[string][]byte{}}, nil
+	return &Agent{cfg: cfg, client: client, cache: map[string][]byte{}}, nil
 }
 
 // Call is one validated tool call.
