@@ -19,11 +19,7 @@ import (
 func TestBM25MatchesFTS5(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "chunks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	x := s.For("acme").(*index)
 
 	var corpus []struct{ Node, Type, Content string }
@@ -145,6 +141,17 @@ func TestBM25MatchesFTS5(t *testing.T) {
 	}
 }
 
+// openTemp opens a store in a fresh directory, closed when the test ends.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func TestColumnSize(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -162,11 +169,7 @@ func TestColumnSize(t *testing.T) {
 func TestBM25Concurrent(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "chunks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	x := s.For("acme")
 	var chunks []rag.Chunk
 	for i := range 200 {
