@@ -14,6 +14,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/childtest"
 	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/internal/pipelinetest"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -35,22 +36,7 @@ func executeAll(dir string) error {
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- x.Run(runCtx) }()
-	for {
-		s, err := all.Store.Stats(ctx)
-		if err != nil {
-			return err
-		}
-		if s.Tasks["READY_FOR_GPU"]+s.Tasks["EXECUTION"] == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	return <-done
+	return pipelinetest.RunUntil(ctx, x.Run, all.Store, func(s store.Stats) bool { return s.Tasks["READY_FOR_GPU"]+s.Tasks["EXECUTION"] == 0 })
 }
 
 type outcome struct {

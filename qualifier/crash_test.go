@@ -13,6 +13,7 @@ import (
 
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/childtest"
+	"github.com/jervis-dev/jervis/internal/pipelinetest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
@@ -53,22 +54,9 @@ func qualifyAll(dir string) error {
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- q.Run(runCtx) }()
-	for {
-		s, err := st.Stats(ctx)
-		if err != nil {
-			return err
-		}
-		if s.Tasks["NEW"]+s.Tasks["RETRY"]+s.Tasks["QUALIFICATION_IN_PROGRESS"] == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	return <-done
+	return pipelinetest.RunUntil(ctx, q.Run, st, func(s store.Stats) bool {
+		return s.Tasks["NEW"]+s.Tasks["RETRY"]+s.Tasks["QUALIFICATION_IN_PROGRESS"] == 0
+	})
 }
 
 type snapshot struct {

@@ -44,3 +44,26 @@ func Drain(t testing.TB, st store.Store, k *kb.KB, users []string) {
 	}
 	t.Fatal("the indexers and the qualifier did not finish in two minutes")
 }
+
+// RunUntil runs run until done accepts the store's counts (read every
+// 20 ms), then stops it and returns what it returned.
+func RunUntil(ctx context.Context, run func(context.Context) error, st interface {
+	Stats(context.Context) (store.Stats, error)
+}, done func(store.Stats) bool) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	result := make(chan error, 1)
+	go func() { result <- run(runCtx) }()
+	for {
+		s, err := st.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if done(s) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	return <-result
+}
