@@ -187,7 +187,7 @@ func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
 			var s float64
 			switch fusion {
 			case Ranked:
-				s = weight / float64(60+rank+1)
+				s = weight / float64(60+rank) // rank from 0, as Weaviate's FusionRanked
 			default:
 				raw := h.BM25Score
 				if isVector {

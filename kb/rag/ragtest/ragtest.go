@@ -246,9 +246,10 @@ func testHybrid(t *testing.T, s rag.Store) {
 	q.Fusion = rag.Ranked
 	ranked, err := x.Hybrid(ctx, q)
 	check(t, err)
-	// RRF: both lists' first places score 0.5/61; c-db is also ranked in the
-	// vector list, so it wins.
-	if ranked[0].Chunk.ID != "c-db" || math.Abs(ranked[0].Score-(0.5/61+0.5/(60+float64(rankIn(vec, "c-db"))))) > 1e-9 {
+	// RRF as Weaviate computes it (weight/(60+rank), rank from 0): both
+	// lists' first places score 0.5/60; c-db is also ranked in the vector
+	// list, so it wins. (Scores to 1e-6: Weaviate's are float32.)
+	if ranked[0].Chunk.ID != "c-db" || math.Abs(ranked[0].Score-(0.5/60+0.5/(60+float64(rankIn(vec, "c-db")-1)))) > 1e-6 {
 		t.Fatalf("ranked fusion: %v %v", ids(ranked), ranked[0].Score)
 	}
 }
