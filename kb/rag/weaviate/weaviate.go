@@ -1,0 +1,602 @@
+// Package weaviate is the production chunk backend: one Weaviate class with
+// native multi-tenancy (a tenant per client, created on first use),
+// vectorizer none with Jervis's own vectors, BM25 on the text, filterable
+// metadata, batch upserts under deterministic UUIDs, hybrid search with
+// Weaviate's own fusion, deletes by source, node or ID.
+//
+// Queries are GraphQL written here (the client's Raw query) so that every
+// argument is escaped in one place; writes go through the client's typed
+// batch and schema APIs.
+//
+// Differences from the embedded backend, which ragtest records as
+// capabilities: Weaviate's BM25 tokenizes words (lower-cased, split on
+// anything not a letter or digit) without stemming and without folding
+// accents, and its scores are float32.
+package weaviate
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-openapi/strfmt"
+	"github.com/google/uuid"
+	"github.com/weaviate/weaviate-go-client/v4/weaviate"
+	"github.com/weaviate/weaviate-go-client/v4/weaviate/filters"
+	"github.com/weaviate/weaviate/entities/models"
+
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// DefaultClass is the Weaviate class holding every client's chunks.
+const DefaultClass = "JervisChunk"
+
+// Config locates the server.
+type Config struct {
+	URL     string        // e.g. http://127.0.0.1:8080
+	Class   string        // default DefaultClass
+	Timeout time.Duration // per request (default 30s)
+}
+
+// Store is the Weaviate chunk store.
+type Store struct {
+	c         *weaviate.Client
+	className string
+
+	mu      sync.Mutex
+	class   bool            // the class exists
+	tenants map[string]bool // tenants known to exist
+}
+
+var _ rag.Store = (*Store)(nil)
+
+// Open connects (without waiting for the server; Ping does).
+func Open(cfg Config) (*Store, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("weaviate: url %q is not an http(s) URL", cfg.URL)
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	c, err := weaviate.NewClient(weaviate.Config{Host: u.Host, Scheme: u.Scheme, Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("weaviate: %w", err)
+	}
+	class := cmp.Or(cfg.Class, DefaultClass)
+	if !classPattern.MatchString(class) {
+		return nil, fmt.Errorf("weaviate: class %q must match %s", class, classPattern)
+	}
+	return &Store{c: c, className: class, tenants: map[string]bool{}}, nil
+}
+
+// Ping implements rag.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	ready, err := s.c.Misc().ReadyChecker().Do(ctx)
+	if err != nil {
+		return fmt.Errorf("weaviate: %w", err)
+	}
+	if !ready {
+		return errors.New("weaviate: not ready")
+	}
+	return nil
+}
+
+// Close implements rag.Store.
+func (s *Store) Close() error { return nil }
+
+var (
+	clientPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	classPattern  = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]{0,127}$`)
+)
+
+// DeleteClass deletes the store's class and every client's chunks in it.
+func (s *Store) DeleteClass(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.class, s.tenants = false, map[string]bool{}
+	return s.c.Schema().ClassDeleter().WithClassName(s.className).Do(ctx)
+}
+
+// For implements rag.Store.
+func (s *Store) For(client string) rag.Index {
+	x := &index{s: s, client: client}
+	if !clientPattern.MatchString(client) {
+		x.err = fmt.Errorf("%w: client: %q must match %s", rag.ErrInvalid, client, clientPattern)
+	}
+	return x
+}
+
+type index struct {
+	s      *Store
+	client string
+	err    error
+}
+
+var textProps = []struct{ name, tokenization string }{
+	{"chunkId", "field"}, {"text", "word"}, {"sourceUrn", "field"}, {"sourceType", "field"}, {"kind", "field"},
+	{"nodeKey", "field"}, {"clientId", "field"},
+}
+
+// ensure creates the class and the client's tenant when missing.
+func (x *index) ensure(ctx context.Context) error {
+	s := x.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.class {
+		exists, err := s.c.Schema().ClassExistenceChecker().WithClassName(s.className).Do(ctx)
+		if err != nil {
+			return fmt.Errorf("weaviate: class: %w", err)
+		}
+		if !exists {
+			t, f := true, false
+			class := &models.Class{Class: x.s.className, Vectorizer: "none", MultiTenancyConfig: &models.MultiTenancyConfig{Enabled: true},
+				InvertedIndexConfig: &models.InvertedIndexConfig{Bm25: &models.BM25Config{K1: 1.2, B: 0.75}, IndexTimestamps: false}}
+			for _, p := range textProps {
+				class.Properties = append(class.Properties, &models.Property{Name: p.name, DataType: []string{"text"}, Tokenization: p.tokenization,
+					IndexFilterable: &t, IndexSearchable: &t})
+			}
+			for _, name := range []string{"graphRefs", "nodeTypes"} {
+				class.Properties = append(class.Properties, &models.Property{Name: name, DataType: []string{"text[]"}, Tokenization: "field",
+					IndexFilterable: &t, IndexSearchable: &f})
+			}
+			class.Properties = append(class.Properties, &models.Property{Name: "ts", DataType: []string{"date"}, IndexFilterable: &t})
+			if err := s.c.Schema().ClassCreator().WithClass(class).Do(ctx); err != nil && !strings.Contains(err.Error(), "already exists") {
+				return fmt.Errorf("weaviate: create class: %w", err)
+			}
+		}
+		s.class = true
+	}
+	if !s.tenants[x.client] {
+		exists, err := s.c.Schema().TenantsExists().WithClassName(s.className).WithTenant(x.client).Do(ctx)
+		if err != nil {
+			return fmt.Errorf("weaviate: tenant %s: %w", x.client, err)
+		}
+		if !exists {
+			if err := s.c.Schema().TenantsCreator().WithClassName(s.className).WithTenants(models.Tenant{Name: x.client}).Do(ctx); err != nil &&
+				!strings.Contains(err.Error(), "already exists") {
+				return fmt.Errorf("weaviate: create tenant %s: %w", x.client, err)
+			}
+		}
+		s.tenants[x.client] = true
+	}
+	return nil
+}
+
+// exists reports whether the client has a tenant (reads of a client that
+// never wrote find nothing, without creating anything).
+func (x *index) exists(ctx context.Context) (bool, error) {
+	x.s.mu.Lock()
+	known := x.s.tenants[x.client]
+	x.s.mu.Unlock()
+	if known {
+		return true, nil
+	}
+	ok, err := x.s.c.Schema().ClassExistenceChecker().WithClassName(x.s.className).Do(ctx)
+	if err != nil || !ok {
+		return false, err
+	}
+	return x.s.c.Schema().TenantsExists().WithClassName(x.s.className).WithTenant(x.client).Do(ctx)
+}
+
+var idNamespace = uuid.MustParse("0c5a8a32-1bb4-5b8e-9f5e-6a0f1d7c9e21")
+
+// objectID is a chunk's deterministic UUID.
+func objectID(client, chunkID string) strfmt.UUID {
+	return strfmt.UUID(uuid.NewSHA1(idNamespace, []byte(client+"\x00"+chunkID)).String())
+}
+
+func normalize(v []float32) []float32 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	out := make([]float32, len(v))
+	if sum == 0 {
+		return out
+	}
+	n := float32(math.Sqrt(sum))
+	for i, x := range v {
+		out[i] = x / n
+	}
+	return out
+}
+
+// Upsert implements rag.Index.
+func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
+	if x.err != nil {
+		return x.err
+	}
+	if len(chunks) == 0 {
+		return nil
+	}
+	dim := len(chunks[0].Vector)
+	for _, c := range chunks {
+		if err := rag.ValidateChunk(c, dim); err != nil {
+			return err
+		}
+	}
+	if err := x.ensure(ctx); err != nil {
+		return err
+	}
+	if have, err := x.dimension(ctx); err != nil {
+		return err
+	} else if have > 0 && have != dim {
+		return fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, dim, have)
+	}
+	objs := make([]*models.Object, len(chunks))
+	for i, c := range chunks {
+		var types []string
+		for _, r := range c.GraphRefs {
+			if ns, _, ok := strings.Cut(r, ":"); ok && !slices.Contains(types, ns) {
+				types = append(types, ns)
+			}
+		}
+		objs[i] = &models.Object{Class: x.s.className, Tenant: x.client, ID: objectID(x.client, c.ID), Vector: normalize(c.Vector),
+			Properties: map[string]any{"chunkId": c.ID, "text": c.Text, "sourceUrn": c.SourceURN, "sourceType": c.SourceType, "kind": c.Kind,
+				"nodeKey": c.NodeKey, "clientId": x.client, "graphRefs": nonNil(c.GraphRefs), "nodeTypes": nonNil(types),
+				"ts": c.Timestamp.UTC().Format(time.RFC3339Nano)}}
+	}
+	res, err := x.s.c.Batch().ObjectsBatcher().WithObjects(objs...).Do(ctx)
+	if err != nil {
+		return fmt.Errorf("weaviate: batch upsert: %w", err)
+	}
+	for _, r := range res {
+		if r.Result != nil && r.Result.Errors != nil && len(r.Result.Errors.Error) > 0 {
+			return fmt.Errorf("weaviate: upsert %s: %s", r.ID, r.Result.Errors.Error[0].Message)
+		}
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// dimension returns the vector length of one of the client's chunks (0:
+// none yet).
+func (x *index) dimension(ctx context.Context) (int, error) {
+	rows, err := x.get(ctx, "limit: 1", true)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	return len(rows[0].chunk.Vector), nil
+}
+
+// row is one object of a Get query.
+type row struct {
+	chunk                   rag.Chunk
+	score, distance         float64
+	hasScore, hasDistanceOk bool
+}
+
+const fields = `chunkId text sourceUrn sourceType kind nodeKey graphRefs ts`
+
+// get runs a Get on the client's tenant with args (GraphQL, already
+// escaped) and returns its rows.
+func (x *index) get(ctx context.Context, args string, withVector bool) ([]row, error) {
+	extra := "score distance"
+	if withVector {
+		extra += " vector"
+	}
+	q := fmt.Sprintf(`{Get{%s(tenant: %s, %s){%s _additional{%s}}}}`, x.s.className, quote(x.client), args, fields, extra)
+	resp, err := x.s.c.GraphQL().Raw().WithQuery(q).Do(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("weaviate: query: %w", err)
+	}
+	if len(resp.Errors) > 0 {
+		msg := resp.Errors[0].Message
+		if strings.Contains(msg, "tenant not found") || strings.Contains(msg, "not found") && strings.Contains(msg, "tenant") {
+			return nil, nil // a client that never wrote
+		}
+		return nil, fmt.Errorf("weaviate: query: %s", msg)
+	}
+	get, _ := resp.Data["Get"].(map[string]any)
+	list, _ := get[x.s.className].([]any)
+	out := make([]row, 0, len(list))
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		var r row
+		c := &r.chunk
+		c.ID, _ = m["chunkId"].(string)
+		c.Text, _ = m["text"].(string)
+		c.SourceURN, _ = m["sourceUrn"].(string)
+		c.SourceType, _ = m["sourceType"].(string)
+		c.Kind, _ = m["kind"].(string)
+		c.NodeKey, _ = m["nodeKey"].(string)
+		c.GraphRefs = []string{}
+		if refs, ok := m["graphRefs"].([]any); ok {
+			for _, ref := range refs {
+				if s, ok := ref.(string); ok {
+					c.GraphRefs = append(c.GraphRefs, s)
+				}
+			}
+		}
+		if ts, ok := m["ts"].(string); ok {
+			c.Timestamp, _ = time.Parse(time.RFC3339Nano, ts)
+			c.Timestamp = c.Timestamp.UTC()
+		}
+		add, _ := m["_additional"].(map[string]any)
+		if s, ok := add["score"].(string); ok && s != "" {
+			r.score, _ = strconv.ParseFloat(s, 64)
+			r.hasScore = true
+		}
+		if d, ok := add["distance"].(float64); ok {
+			r.distance, r.hasDistanceOk = d, true
+		}
+		if vec, ok := add["vector"].([]any); ok {
+			for _, f := range vec {
+				if v, ok := f.(float64); ok {
+					c.Vector = append(c.Vector, float32(v))
+				}
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// where renders a filter (nil when it filters nothing).
+func where(f rag.Filter) *filters.WhereBuilder {
+	var ops []*filters.WhereBuilder
+	text := func(path string, vals []string) {
+		if len(vals) > 0 {
+			ops = append(ops, filters.Where().WithPath([]string{path}).WithOperator(filters.ContainsAny).WithValueText(vals...))
+		}
+	}
+	text("sourceType", f.SourceTypes)
+	text("kind", f.Kinds)
+	text("nodeTypes", f.NodeTypes)
+	if f.SourceURN != "" {
+		ops = append(ops, filters.Where().WithPath([]string{"sourceUrn"}).WithOperator(filters.Equal).WithValueText(f.SourceURN))
+	}
+	if !f.Since.IsZero() {
+		ops = append(ops, filters.Where().WithPath([]string{"ts"}).WithOperator(filters.GreaterThanEqual).WithValueDate(f.Since))
+	}
+	if !f.Until.IsZero() {
+		ops = append(ops, filters.Where().WithPath([]string{"ts"}).WithOperator(filters.LessThan).WithValueDate(f.Until))
+	}
+	switch len(ops) {
+	case 0:
+		return nil
+	case 1:
+		return ops[0]
+	}
+	return filters.Where().WithOperator(filters.And).WithOperands(ops)
+}
+
+func whereArg(w *filters.WhereBuilder) string {
+	if w == nil {
+		return ""
+	}
+	return ", " + w.String()
+}
+
+// Get implements rag.Index.
+func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	w := filters.Where().WithPath([]string{"chunkId"}).WithOperator(filters.ContainsAny).WithValueText(ids...)
+	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), w.String()), true)
+	if err != nil {
+		return nil, err
+	}
+	by := map[string]rag.Chunk{}
+	for _, r := range rows {
+		by[r.chunk.ID] = r.chunk
+	}
+	var out []rag.Chunk
+	for _, id := range ids {
+		if c, ok := by[id]; ok {
+			out = append(out, c)
+			delete(by, id)
+		}
+	}
+	return out, nil
+}
+
+// maxList bounds how many objects a listing reads.
+const maxList = 10000
+
+// SourceChunkIDs implements rag.Index.
+func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", maxList, where(rag.Filter{SourceURN: sourceURN}).String()), false)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.chunk.ID)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (x *index) deleteWhere(ctx context.Context, w *filters.WhereBuilder) (int, error) {
+	if x.err != nil {
+		return 0, x.err
+	}
+	if ok, err := x.exists(ctx); err != nil || !ok {
+		return 0, err
+	}
+	res, err := x.s.c.Batch().ObjectsBatchDeleter().WithClassName(x.s.className).WithTenant(x.client).WithOutput("minimal").WithWhere(w).Do(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("weaviate: delete: %w", err)
+	}
+	if res.Results == nil {
+		return 0, nil
+	}
+	return int(res.Results.Successful), nil
+}
+
+// Delete implements rag.Index.
+func (x *index) Delete(ctx context.Context, ids ...string) (int, error) {
+	if len(ids) == 0 {
+		return 0, x.err
+	}
+	return x.deleteWhere(ctx, filters.Where().WithPath([]string{"chunkId"}).WithOperator(filters.ContainsAny).WithValueText(ids...))
+}
+
+// DeleteBySource implements rag.Index.
+func (x *index) DeleteBySource(ctx context.Context, sourceURN string) (int, error) {
+	return x.deleteWhere(ctx, where(rag.Filter{SourceURN: sourceURN}))
+}
+
+// DeleteByNode implements rag.Index.
+func (x *index) DeleteByNode(ctx context.Context, nodeKey string) (int, error) {
+	return x.deleteWhere(ctx, filters.Where().WithPath([]string{"nodeKey"}).WithOperator(filters.Equal).WithValueText(nodeKey))
+}
+
+// Drop implements rag.Index: the client's tenant goes.
+func (x *index) Drop(ctx context.Context) error {
+	if x.err != nil {
+		return x.err
+	}
+	if ok, err := x.exists(ctx); err != nil || !ok {
+		return err
+	}
+	if err := x.s.c.Schema().TenantsDeleter().WithClassName(x.s.className).WithTenants(x.client).Do(ctx); err != nil {
+		return fmt.Errorf("weaviate: drop tenant %s: %w", x.client, err)
+	}
+	x.s.mu.Lock()
+	delete(x.s.tenants, x.client)
+	x.s.mu.Unlock()
+	return nil
+}
+
+// Count implements rag.Index.
+func (x *index) Count(ctx context.Context) (int, error) {
+	if x.err != nil {
+		return 0, x.err
+	}
+	if ok, err := x.exists(ctx); err != nil || !ok {
+		return 0, err
+	}
+	q := fmt.Sprintf(`{Aggregate{%s(tenant: %s){meta{count}}}}`, x.s.className, quote(x.client))
+	resp, err := x.s.c.GraphQL().Raw().WithQuery(q).Do(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("weaviate: count: %w", err)
+	}
+	if len(resp.Errors) > 0 {
+		return 0, fmt.Errorf("weaviate: count: %s", resp.Errors[0].Message)
+	}
+	agg, _ := resp.Data["Aggregate"].(map[string]any)
+	list, _ := agg[x.s.className].([]any)
+	if len(list) == 0 {
+		return 0, nil
+	}
+	meta, _ := list[0].(map[string]any)["meta"].(map[string]any)
+	n, _ := meta["count"].(float64)
+	return int(n), nil
+}
+
+func vectorJSON(v []float32) string {
+	b, _ := json.Marshal(normalize(v))
+	return string(b)
+}
+
+// BM25 implements rag.Index.
+func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	if err := q.Normalize(); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(q.Text) == "" {
+		return nil, nil
+	}
+	rows, err := x.get(ctx, fmt.Sprintf(`bm25: {query: %s, properties: ["text"]}, limit: %d%s`, quote(q.Text), q.Limit, whereArg(where(q.Filter))), false)
+	if err != nil {
+		return nil, err
+	}
+	hits := make([]rag.Hit, 0, len(rows))
+	for _, r := range rows {
+		if r.score <= 0 {
+			continue
+		}
+		hits = append(hits, rag.Hit{Chunk: r.chunk, Score: r.score, BM25Score: r.score})
+	}
+	return hits, nil
+}
+
+// NearVector implements rag.Index.
+func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	if err := q.Normalize(); err != nil {
+		return nil, err
+	}
+	if len(q.Vector) == 0 {
+		return nil, nil
+	}
+	if have, err := x.dimension(ctx); err != nil {
+		return nil, err
+	} else if have > 0 && have != len(q.Vector) {
+		return nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), have)
+	}
+	rows, err := x.get(ctx, fmt.Sprintf(`nearVector: {vector: %s}, limit: %d%s`, vectorJSON(q.Vector), q.Limit, whereArg(where(q.Filter))), false)
+	if err != nil {
+		return nil, err
+	}
+	hits := make([]rag.Hit, len(rows))
+	for i, r := range rows {
+		s := 1 - r.distance // cosine distance → similarity
+		hits[i] = rag.Hit{Chunk: r.chunk, Score: s, VectorScore: s}
+	}
+	return hits, nil
+}
+
+// Hybrid implements rag.Index with Weaviate's own fusion.
+func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	if err := q.Normalize(); err != nil {
+		return nil, err
+	}
+	fusion := "relativeScoreFusion"
+	if q.Fusion == rag.Ranked {
+		fusion = "rankedFusion"
+	}
+	arg := fmt.Sprintf(`hybrid: {query: %s, alpha: %v, fusionType: %s, properties: ["text"]`, quote(q.Text), q.Alpha, fusion)
+	if len(q.Vector) > 0 {
+		arg += ", vector: " + vectorJSON(q.Vector)
+	}
+	rows, err := x.get(ctx, fmt.Sprintf(`%s}, limit: %d%s`, arg, q.Limit, whereArg(where(q.Filter))), false)
+	if err != nil {
+		return nil, err
+	}
+	hits := make([]rag.Hit, len(rows))
+	for i, r := range rows {
+		hits[i] = rag.Hit{Chunk: r.chunk, Score: r.score}
+	}
+	return hits, nil
+}
