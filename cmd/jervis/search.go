@@ -15,13 +15,26 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/rag"
+	"github.com/jervis-dev/jervis/kb/rag/weaviate"
 )
 
-// openKB opens the embedded knowledge base in the data directory — graph.db,
-// chunks.db and the GloVe embedder — with aliases in st. Closing it leaves
-// st open.
+// openKB opens the knowledge base — graph.db in the data directory, the
+// chunks (chunks.db there, or Weaviate with rag.backend weaviate) and the
+// GloVe embedder — with aliases in st. Closing it leaves st open.
 func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error) {
-	return embedded.OpenKB(ctx, a.cfg.DataDir, st)
+	var chunks rag.Store
+	if a.cfg.RAG.Backend == "weaviate" {
+		w := a.cfg.RAG.Weaviate
+		s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Ping(ctx); err != nil {
+			return nil, fmt.Errorf("rag.weaviate.url %s: %w", w.URL, err)
+		}
+		chunks = s
+	}
+	return embedded.OpenKBWith(ctx, a.cfg.DataDir, st, chunks)
 }
 
 // openAll opens the pipeline store (see openStore) and the knowledge base

@@ -148,7 +148,11 @@ func (a *app) serve(parent context.Context) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	api.Routes(mux, 2*time.Second, api.Check{Name: "store", Ping: st.Ping})
+	checks := []api.Check{{Name: "store", Ping: st.Ping}}
+	if k != nil {
+		checks = append(checks, api.Check{Name: "chunks:" + a.cfg.RAG.Backend, Ping: k.Chunks.Ping})
+	}
+	api.Routes(mux, 2*time.Second, checks...)
 	if a.cfg.HasRole("api") {
 		if err := a.apiKeys(ctx, st, ln.Addr().String()); err != nil {
 			return err

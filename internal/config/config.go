@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -48,6 +49,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Log             Log           `yaml:"log"`
 	Store           Store         `yaml:"store"`
+	RAG             RAG           `yaml:"rag"`
 	Indexers        Indexers      `yaml:"indexers"`
 	Qualifier       Qualifier     `yaml:"qualifier"`
 	Executor        Executor      `yaml:"executor"`
@@ -228,6 +230,19 @@ type Store struct {
 	SQLite  SQLite `yaml:"sqlite"`
 }
 
+// RAG selects the chunk backend (BM25, vectors, hybrid search).
+type RAG struct {
+	Backend  string   `yaml:"backend"` // sqlite (chunks.db in the data directory) or weaviate
+	Weaviate Weaviate `yaml:"weaviate"`
+}
+
+// Weaviate locates the Weaviate server of rag.backend weaviate.
+type Weaviate struct {
+	URL     string        `yaml:"url"`   // e.g. http://weaviate:8080
+	Class   string        `yaml:"class"` // the class holding every client's chunks
+	Timeout time.Duration `yaml:"timeout"`
+}
+
 // SQLite configures the embedded store.
 type SQLite struct {
 	// Path of the database file; default <data_dir>/jervis.db.
@@ -245,6 +260,7 @@ func Default() Config {
 		ShutdownTimeout: 10 * time.Second,
 		Log:             Log{Level: "info", Format: "text"},
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
+		RAG:             RAG{Backend: "sqlite", Weaviate: Weaviate{Class: "JervisChunk", Timeout: 30 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
 		Qualifier:       Qualifier{Concurrency: 4, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
 		Executor: Executor{IdleAfter: 30 * time.Second, Concurrency: 1, OllamaHost: "http://127.0.0.1:11434",
@@ -463,6 +479,18 @@ func (c Config) Validate() error {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		bad("log.format", "%q is not text or json", c.Log.Format)
+	}
+	switch c.RAG.Backend {
+	case "sqlite":
+	case "weaviate":
+		if u, err := url.Parse(c.RAG.Weaviate.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			bad("rag.weaviate.url", "%q is not an http(s) URL (rag.backend is weaviate)", c.RAG.Weaviate.URL)
+		}
+		if c.RAG.Weaviate.Timeout <= 0 {
+			bad("rag.weaviate.timeout", "%s is not positive", c.RAG.Weaviate.Timeout)
+		}
+	default:
+		bad("rag.backend", "%q is not sqlite or weaviate", c.RAG.Backend)
 	}
 	if c.Store.Backend != "sqlite" {
 		bad("store.backend", "%q is not available; this build has: sqlite", c.Store.Backend)

@@ -111,6 +111,9 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *config.Config) { c.Roles = []string{"api", "gpu"} }, `roles: "gpu"`},
 		{func(c *config.Config) { c.Roles = nil }, "roles"},
 		{func(c *config.Config) { c.Store.Backend = "mongo" }, "store.backend"},
+		{func(c *config.Config) { c.RAG.Backend = "qdrant" }, "rag.backend"},
+		{func(c *config.Config) { c.RAG.Backend = "weaviate" }, "rag.weaviate.url"},
+		{func(c *config.Config) { c.RAG.Backend, c.RAG.Weaviate.URL = "weaviate", "weaviate:8080" }, "rag.weaviate.url"},
 		{func(c *config.Config) { c.ShutdownTimeout = 0 }, "shutdown_timeout"},
 		{func(c *config.Config) { c.DataDir = " " }, "data_dir"},
 	} {

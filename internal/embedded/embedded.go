@@ -14,6 +14,7 @@ import (
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
 	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
+	"github.com/jervis-dev/jervis/kb/rag"
 	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 )
 
@@ -21,7 +22,7 @@ import (
 type KB struct {
 	*kb.KB
 	Graph    *graphsqlite.Store
-	Chunks   *ragsqlite.Store
+	Chunks   rag.Store
 	Embedder *glove.Embedder
 }
 
@@ -31,14 +32,22 @@ func (k *KB) Close() error { return errors.Join(k.Chunks.Close(), k.Graph.Close(
 // OpenKB opens the knowledge base in dir with aliases from the pipeline
 // store.
 func OpenKB(ctx context.Context, dir string, aliases store.Aliases) (*KB, error) {
+	return OpenKBWith(ctx, dir, aliases, nil)
+}
+
+// OpenKBWith is OpenKB with the chunk store given (nil: chunks.db in dir);
+// closing the KB closes it.
+func OpenKBWith(ctx context.Context, dir string, aliases store.Aliases, chunks rag.Store) (*KB, error) {
 	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
 	if err != nil {
 		return nil, err
 	}
-	c, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
-	if err != nil {
-		g.Close()
-		return nil, err
+	c := chunks
+	if c == nil {
+		if c, err = ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName)); err != nil {
+			g.Close()
+			return nil, err
+		}
 	}
 	e, err := glove.New()
 	if err != nil {

@@ -4,6 +4,7 @@
 package ragtest
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"math"
@@ -45,6 +46,7 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 		{"ClientIsolation", testIsolation},
 		{"Validation", testValidation},
 		{"Texts", testTexts},
+		{"NothingWrittenYet", testEmpty},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -421,4 +423,31 @@ func testTexts(t *testing.T, s rag.Store) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("texts: %v", got)
 	}
+}
+
+// A client that never wrote (on a store nothing was written to) reads as
+// empty, without errors.
+func testEmpty(t *testing.T, s rag.Store) {
+	ctx := t.Context()
+	x := s.For("acme")
+	got, err := x.Get(ctx, "c-db")
+	check(t, err)
+	src, err := x.SourceChunkIDs(ctx, "email:43")
+	check(t, err)
+	if len(got)+len(src) != 0 {
+		t.Fatalf("get %v, source chunks %v", got, src)
+	}
+	q := rag.Query{Text: "database", Vector: []float32{1, 0, 0, 0}, Alpha: 0.5}
+	for name, search := range map[string]func(context.Context, rag.Query) ([]rag.Hit, error){"bm25": x.BM25, "vector": x.NearVector, "hybrid": x.Hybrid} {
+		if hits, err := search(ctx, q); err != nil || len(hits) != 0 {
+			t.Fatalf("%s: %v %v", name, hits, err)
+		}
+	}
+	if n, err := x.Count(ctx); err != nil || n != 0 {
+		t.Fatalf("count %d %v", n, err)
+	}
+	if n, err := x.DeleteBySource(ctx, "email:43"); err != nil || n != 0 {
+		t.Fatalf("delete %d %v", n, err)
+	}
+	check(t, x.Drop(ctx))
 }

@@ -185,9 +185,23 @@ func (x *index) exists(ctx context.Context) (bool, error) {
 	}
 	ok, err := x.s.c.Schema().ClassExistenceChecker().WithClassName(x.s.className).Do(ctx)
 	if err != nil || !ok {
-		return false, err
+		return false, wrap("class", err)
 	}
-	return x.s.c.Schema().TenantsExists().WithClassName(x.s.className).WithTenant(x.client).Do(ctx)
+	ok, err = x.s.c.Schema().TenantsExists().WithClassName(x.s.className).WithTenant(x.client).Do(ctx)
+	if err != nil || !ok {
+		return false, wrap("tenant", err)
+	}
+	x.s.mu.Lock()
+	x.s.class, x.s.tenants[x.client] = true, true
+	x.s.mu.Unlock()
+	return true, nil
+}
+
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("weaviate: %s: %w", what, err)
 }
 
 var idNamespace = uuid.MustParse("0c5a8a32-1bb4-5b8e-9f5e-6a0f1d7c9e21")
@@ -289,6 +303,9 @@ const fields = `chunkId text sourceUrn sourceType kind nodeKey graphRefs ts`
 // get runs a Get on the client's tenant with args (GraphQL, already
 // escaped) and returns its rows.
 func (x *index) get(ctx context.Context, args string, withVector bool) ([]row, error) {
+	if ok, err := x.exists(ctx); err != nil || !ok {
+		return nil, err // a client that never wrote has nothing
+	}
 	extra := "score distance"
 	if withVector {
 		extra += " vector"
@@ -299,11 +316,7 @@ func (x *index) get(ctx context.Context, args string, withVector bool) ([]row, e
 		return nil, fmt.Errorf("weaviate: query: %w", err)
 	}
 	if len(resp.Errors) > 0 {
-		msg := resp.Errors[0].Message
-		if strings.Contains(msg, "tenant not found") || strings.Contains(msg, "not found") && strings.Contains(msg, "tenant") {
-			return nil, nil // a client that never wrote
-		}
-		return nil, fmt.Errorf("weaviate: query: %s", msg)
+		return nil, fmt.Errorf("weaviate: query: %s", resp.Errors[0].Message)
 	}
 	get, _ := resp.Data["Get"].(map[string]any)
 	list, _ := get[x.s.className].([]any)

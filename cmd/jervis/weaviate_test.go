@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// serve --demo with rag.backend weaviate: the demo corpus's chunks go to a
+// real Weaviate, /readyz reports it, and the demo search finds them.
+func TestServeDemoOnWeaviate(t *testing.T) {
+	u := os.Getenv("TEST_WEAVIATE_URL")
+	if u == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TEST_WEAVIATE_URL is not set: CI must start Weaviate (deploy/weaviate.sh start)")
+		}
+		t.Skip("TEST_WEAVIATE_URL not set; run deploy/weaviate.sh start")
+	}
+	t.Parallel()
+	data := t.TempDir()
+	class := fmt.Sprintf("JervisServe%d", time.Now().UnixNano()%1e9)
+	cmd := jervis(t, "serve", "--demo", "--data", data, "--listen", "127.0.0.1:0", "--roles", "indexers,qualifier,api", "--log-format", "json")
+	cmd.Env = append(cmd.Env, "JERVIS_RAG_BACKEND=weaviate", "JERVIS_RAG_WEAVIATE_URL="+u, "JERVIS_RAG_WEAVIATE_CLASS="+class)
+	var stdout lockedBuffer
+	cmd.Stdout = &stdout
+	lines := jsonLogs(t, cmd)
+	defer cmd.Process.Kill()
+	addr := waitLog(t, lines, "jervis serving")["addr"].(string)
+	go func() {
+		for range lines {
+		}
+	}()
+	defer func() { // the class goes with the test
+		req, _ := http.NewRequest("DELETE", u+"/v1/schema/"+class, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready map[string]any
+	json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(fmt.Sprint(ready), "chunks:weaviate") {
+		t.Fatalf("readyz: %d %v", resp.StatusCode, ready)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !strings.Contains(stdout.String(), "battery+range'\n"); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	keys := bearer.FindAllString(stdout.String(), -1)
+	if len(keys) != 2 {
+		t.Fatalf("no demo key on stdout:\n%s", stdout.String())
+	}
+	var found bool
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && !found; time.Sleep(300 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/api/v1/search?query=battery+range", nil)
+		req.Header.Set("Authorization", "Bearer "+keys[1])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pack map[string]any
+		json.NewDecoder(resp.Body).Decode(&pack)
+		resp.Body.Close()
+		found = resp.StatusCode == 200 && strings.Contains(strings.ToLower(fmt.Sprint(pack["items"])), "battery range")
+	}
+	if !found {
+		t.Fatal("the demo search over Weaviate found nothing about the battery range")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+}
