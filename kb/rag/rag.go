@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -165,6 +166,39 @@ func Texts(ctx context.Context, x Index, ids ...string) (map[string]string, erro
 		out[c.ID] = c.Text
 	}
 	return out, nil
+}
+
+// ValidateBatch checks chunks to store together: each by ValidateChunk,
+// all with the first one's vector dimension, which it returns.
+func ValidateBatch(chunks []Chunk) (int, error) {
+	if len(chunks) == 0 {
+		return 0, nil
+	}
+	dim := len(chunks[0].Vector)
+	for _, c := range chunks {
+		if err := ValidateChunk(c, dim); err != nil {
+			return 0, err
+		}
+	}
+	return dim, nil
+}
+
+// Normalize returns v scaled to unit length (zeros stay zeros): cosine
+// similarity becomes a dot product.
+func Normalize(v []float32) []float32 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	out := make([]float32, len(v))
+	if sum == 0 {
+		return out
+	}
+	inv := float32(1 / math.Sqrt(sum))
+	for i, x := range v {
+		out[i] = x * inv
+	}
+	return out
 }
 
 // Candidates is how many results each side of a hybrid search retrieves

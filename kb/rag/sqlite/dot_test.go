@@ -62,7 +62,7 @@ func TestQuantizedScanRecall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, vec := range vecs {
-		v.put(rag.Chunk{ID: texts[i][:min(20, len(texts[i]))] + string(rune(i))}, normalize(vec), int64(i+1), 10, nil)
+		v.put(rag.Chunk{ID: texts[i][:min(20, len(texts[i]))] + string(rune(i))}, rag.Normalize(vec), int64(i+1), 10, nil)
 	}
 	var queries []struct{ Query string }
 	raw, _ := os.ReadFile("../../testdata/search/queries.json")
@@ -71,11 +71,11 @@ func TestQuantizedScanRecall(t *testing.T) {
 	}
 	var qs [][]float32
 	for _, q := range queries {
-		qs = append(qs, normalize(emb.EmbedOne(q.Query)))
+		qs = append(qs, rag.Normalize(emb.EmbedOne(q.Query)))
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for range 200 {
-		qs = append(qs, normalize(vecs[r.IntN(len(vecs))]))
+		qs = append(qs, rag.Normalize(vecs[r.IntN(len(vecs))]))
 	}
 	exact := func(qv []float32, k int) []int {
 		type s struct {

@@ -167,18 +167,15 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if len(chunks) == 0 {
 		return nil
 	}
-	dim := len(chunks[0].Vector)
-	for _, c := range chunks {
-		if err := rag.ValidateChunk(c, dim); err != nil {
-			return err
-		}
+	if _, err := rag.ValidateBatch(chunks); err != nil {
+		return err
 	}
 	if err := x.ensureFTS(ctx); err != nil {
 		return err
 	}
 	normalized := make([][]float32, len(chunks))
 	for i, c := range chunks {
-		normalized[i] = normalize(c.Vector)
+		normalized[i] = rag.Normalize(c.Vector)
 	}
 	var gen int64
 	seqs, lens := make([]int64, len(chunks)), make([]int32, len(chunks))
@@ -790,22 +787,6 @@ func stemCandidates(term string) []string {
 	}
 	if b, ok := strings.CutSuffix(base, "e"); ok {
 		add(b)
-	}
-	return out
-}
-
-func normalize(v []float32) []float32 {
-	var sum float64
-	for _, x := range v {
-		sum += float64(x) * float64(x)
-	}
-	out := make([]float32, len(v))
-	if sum == 0 {
-		return out
-	}
-	inv := float32(1 / math.Sqrt(sum))
-	for i, x := range v {
-		out[i] = x * inv
 	}
 	return out
 }

@@ -441,7 +441,7 @@ func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int64, error) {
 	if activeScans.Add(1) == 1 && n >= 20_000 {
 		parts = min(runtime.GOMAXPROCS(0), 8)
 	}
-	best := v.nearest(normalize(q.Vector), q.Filter, q.Limit, parts).sorted(v.ids)
+	best := v.nearest(rag.Normalize(q.Vector), q.Filter, q.Limit, parts).sorted(v.ids)
 	activeScans.Add(-1)
 	hits := make([]rag.Hit, len(best))
 	seqs := make(map[string]int64, len(best))

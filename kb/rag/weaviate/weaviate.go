@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"regexp"
 	"slices"
@@ -211,22 +210,6 @@ func objectID(client, chunkID string) strfmt.UUID {
 	return strfmt.UUID(uuid.NewSHA1(idNamespace, []byte(client+"\x00"+chunkID)).String())
 }
 
-func normalize(v []float32) []float32 {
-	var sum float64
-	for _, x := range v {
-		sum += float64(x) * float64(x)
-	}
-	out := make([]float32, len(v))
-	if sum == 0 {
-		return out
-	}
-	n := float32(math.Sqrt(sum))
-	for i, x := range v {
-		out[i] = x / n
-	}
-	return out
-}
-
 // Upsert implements rag.Index.
 func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if x.err != nil {
@@ -235,11 +218,9 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if len(chunks) == 0 {
 		return nil
 	}
-	dim := len(chunks[0].Vector)
-	for _, c := range chunks {
-		if err := rag.ValidateChunk(c, dim); err != nil {
-			return err
-		}
+	dim, err := rag.ValidateBatch(chunks)
+	if err != nil {
+		return err
 	}
 	if err := x.ensure(ctx); err != nil {
 		return err
@@ -257,7 +238,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 				types = append(types, ns)
 			}
 		}
-		objs[i] = &models.Object{Class: x.s.className, Tenant: x.client, ID: objectID(x.client, c.ID), Vector: normalize(c.Vector),
+		objs[i] = &models.Object{Class: x.s.className, Tenant: x.client, ID: objectID(x.client, c.ID), Vector: rag.Normalize(c.Vector),
 			Properties: map[string]any{"chunkId": c.ID, "text": c.Text, "sourceUrn": c.SourceURN, "sourceType": c.SourceType, "kind": c.Kind,
 				"nodeKey": c.NodeKey, "clientId": x.client, "graphRefs": nonNil(c.GraphRefs), "nodeTypes": nonNil(types),
 				"ts": c.Timestamp.UTC().Format(time.RFC3339Nano)}}
@@ -530,7 +511,7 @@ func (x *index) Count(ctx context.Context) (int, error) {
 }
 
 func vectorJSON(v []float32) string {
-	b, _ := json.Marshal(normalize(v))
+	b, _ := json.Marshal(rag.Normalize(v))
 	return string(b)
 }
 
