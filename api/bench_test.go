@@ -21,6 +21,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/benchcorpus"
 	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/embed/glove"
 )
 
 // BenchmarkSearchHTTP measures POST /api/v1/search over loopback at 100,000
@@ -37,7 +38,7 @@ func BenchmarkSearchHTTP(b *testing.B) {
 		dir = filepath.Join(cache, fmt.Sprint(size))
 	}
 	all := embeddedtest.Open(b, dir)
-	st, k, g, c, emb := all.Store, all.KB.KB, all.Graph, all.Chunks, all.Embedder
+	st, k, g, c, emb := all.Store, all.KB.KB, all.Graph, all.Chunks, all.Embedder.(*glove.Embedder)
 
 	var corpus []struct{ Content string }
 	var queries []struct{ Query string }

@@ -14,6 +14,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed/ollama"
 	"github.com/jervis-dev/jervis/kb/rag"
 	"github.com/jervis-dev/jervis/kb/rag/weaviate"
 )
@@ -22,7 +23,15 @@ import (
 // chunks (chunks.db there, or Weaviate with rag.backend weaviate) and the
 // GloVe embedder — with aliases in st. Closing it leaves st open.
 func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error) {
-	var chunks rag.Store
+	var b embedded.Backends
+	if a.cfg.Embedder.Backend == "ollama" {
+		o := a.cfg.Embedder.Ollama
+		e, err := ollama.New(ollama.Config{Host: o.Host, Model: o.Model, Timeout: o.Timeout})
+		if err != nil {
+			return nil, fmt.Errorf("embedder.ollama: %w", err)
+		}
+		b.Embedder = e
+	}
 	if a.cfg.RAG.Backend == "weaviate" {
 		w := a.cfg.RAG.Weaviate
 		s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout})
@@ -32,9 +41,9 @@ func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error
 		if err := s.Ping(ctx); err != nil {
 			return nil, fmt.Errorf("rag.weaviate.url %s: %w", w.URL, err)
 		}
-		chunks = s
+		b.Chunks = s
 	}
-	return embedded.OpenKBWith(ctx, a.cfg.DataDir, st, chunks)
+	return embedded.OpenKBWith(ctx, a.cfg.DataDir, st, b)
 }
 
 // openAll opens the pipeline store (see openStore) and the knowledge base

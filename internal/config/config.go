@@ -50,6 +50,7 @@ type Config struct {
 	Log             Log           `yaml:"log"`
 	Store           Store         `yaml:"store"`
 	RAG             RAG           `yaml:"rag"`
+	Embedder        Embedder      `yaml:"embedder"`
 	Indexers        Indexers      `yaml:"indexers"`
 	Qualifier       Qualifier     `yaml:"qualifier"`
 	Executor        Executor      `yaml:"executor"`
@@ -236,6 +237,21 @@ type RAG struct {
 	Weaviate Weaviate `yaml:"weaviate"`
 }
 
+// Embedder selects how chunks and queries become vectors. Changing it on a
+// knowledge base with chunks needs a reprocess with a wipe: vectors of two
+// models do not compare.
+type Embedder struct {
+	Backend string         `yaml:"backend"` // glove (compiled in) or ollama
+	Ollama  OllamaEmbedder `yaml:"ollama"`
+}
+
+// OllamaEmbedder is the Ollama server and model of embedder.backend ollama.
+type OllamaEmbedder struct {
+	Host    string        `yaml:"host"`
+	Model   string        `yaml:"model"`
+	Timeout time.Duration `yaml:"timeout"`
+}
+
 // Weaviate locates the Weaviate server of rag.backend weaviate.
 type Weaviate struct {
 	URL     string        `yaml:"url"`   // e.g. http://weaviate:8080
@@ -261,6 +277,7 @@ func Default() Config {
 		Log:             Log{Level: "info", Format: "text"},
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
 		RAG:             RAG{Backend: "sqlite", Weaviate: Weaviate{Class: "JervisChunk", Timeout: 30 * time.Second}},
+		Embedder:        Embedder{Backend: "glove", Ollama: OllamaEmbedder{Host: "http://127.0.0.1:11434", Model: "nomic-embed-text", Timeout: 60 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
 		Qualifier:       Qualifier{Concurrency: 4, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
 		Executor: Executor{IdleAfter: 30 * time.Second, Concurrency: 1, OllamaHost: "http://127.0.0.1:11434",
@@ -479,6 +496,21 @@ func (c Config) Validate() error {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		bad("log.format", "%q is not text or json", c.Log.Format)
+	}
+	switch c.Embedder.Backend {
+	case "glove":
+	case "ollama":
+		if u, err := url.Parse(c.Embedder.Ollama.Host); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			bad("embedder.ollama.host", "%q is not an http(s) URL", c.Embedder.Ollama.Host)
+		}
+		if strings.TrimSpace(c.Embedder.Ollama.Model) == "" {
+			bad("embedder.ollama.model", "required with embedder.backend ollama")
+		}
+		if c.Embedder.Ollama.Timeout <= 0 {
+			bad("embedder.ollama.timeout", "%s is not positive", c.Embedder.Ollama.Timeout)
+		}
+	default:
+		bad("embedder.backend", "%q is not glove or ollama", c.Embedder.Backend)
 	}
 	switch c.RAG.Backend {
 	case "sqlite":

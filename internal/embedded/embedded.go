@@ -12,6 +12,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
 	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	"github.com/jervis-dev/jervis/kb/rag"
@@ -23,7 +24,7 @@ type KB struct {
 	*kb.KB
 	Graph    *graphsqlite.Store
 	Chunks   rag.Store
-	Embedder *glove.Embedder
+	Embedder embed.Embedder
 }
 
 // Close closes the graph and chunk stores (not the alias registry).
@@ -32,28 +33,35 @@ func (k *KB) Close() error { return errors.Join(k.Chunks.Close(), k.Graph.Close(
 // OpenKB opens the knowledge base in dir with aliases from the pipeline
 // store.
 func OpenKB(ctx context.Context, dir string, aliases store.Aliases) (*KB, error) {
-	return OpenKBWith(ctx, dir, aliases, nil)
+	return OpenKBWith(ctx, dir, aliases, Backends{})
 }
 
-// OpenKBWith is OpenKB with the chunk store given (nil: chunks.db in dir);
-// closing the KB closes it.
-func OpenKBWith(ctx context.Context, dir string, aliases store.Aliases, chunks rag.Store) (*KB, error) {
+// Backends replace the embedded ones; nil fields keep them.
+type Backends struct {
+	Chunks   rag.Store      // default chunks.db in the data directory; closed with the KB
+	Embedder embed.Embedder // default GloVe
+}
+
+// OpenKBWith is OpenKB with some backends given.
+func OpenKBWith(ctx context.Context, dir string, aliases store.Aliases, b Backends) (*KB, error) {
 	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
 	if err != nil {
 		return nil, err
 	}
-	c := chunks
+	c := b.Chunks
 	if c == nil {
 		if c, err = ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName)); err != nil {
 			g.Close()
 			return nil, err
 		}
 	}
-	e, err := glove.New()
-	if err != nil {
-		g.Close()
-		c.Close()
-		return nil, err
+	e := b.Embedder
+	if e == nil {
+		if e, err = glove.New(); err != nil {
+			g.Close()
+			c.Close()
+			return nil, err
+		}
 	}
 	return &KB{KB: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: aliases}), Graph: g, Chunks: c, Embedder: e}, nil
 }
