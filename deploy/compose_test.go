@@ -1,0 +1,128 @@
+package deploy_test
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/jervis-dev/jervis/internal/config"
+)
+
+type compose struct {
+	Services map[string]struct {
+		Build       any               `yaml:"build"`
+		Image       string            `yaml:"image"`
+		Command     []string          `yaml:"command"`
+		Environment map[string]string `yaml:"environment"`
+		Ports       []string          `yaml:"ports"`
+		Volumes     []string          `yaml:"volumes"`
+		DependsOn   map[string]struct {
+			Condition string `yaml:"condition"`
+		} `yaml:"depends_on"`
+		Healthcheck *struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
+		Profiles []string `yaml:"profiles"`
+	} `yaml:"services"`
+	Volumes map[string]any `yaml:"volumes"`
+}
+
+// docker-compose.yml holds together without a Docker engine: every image
+// pinned, the jervis service's JERVIS_* variables all known and valid, its
+// Weaviate URL pointing at the weaviate service's port, which is health-
+// checked before jervis starts, and every named volume declared.
+func TestComposeFile(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c compose
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"jervis", "weaviate", "ollama"} {
+		if _, ok := c.Services[name]; !ok {
+			t.Fatalf("service %s missing", name)
+		}
+	}
+	pinned := regexp.MustCompile(`^[a-z0-9./-]+:[0-9][0-9A-Za-z.-]*$`)
+	for name, s := range c.Services {
+		if s.Build == nil && !pinned.MatchString(s.Image) {
+			t.Errorf("service %s: image %q is not pinned to a version", name, s.Image)
+		}
+		for _, v := range s.Volumes {
+			if vol, _, ok := strings.Cut(v, ":"); ok && !strings.HasPrefix(vol, ".") && !strings.HasPrefix(vol, "/") {
+				if _, declared := c.Volumes[vol]; !declared {
+					t.Errorf("service %s: volume %s is not declared", name, vol)
+				}
+			}
+		}
+	}
+
+	j := c.Services["jervis"]
+	known := config.EnvVars()
+	var environ []string
+	for k, v := range j.Environment {
+		if _, ok := known[k]; !ok && !slices.Contains(config.SecretEnvVars, k) {
+			t.Errorf("jervis: %s is not a configuration variable (start-up would fail)", k)
+		}
+		environ = append(environ, k+"="+v)
+	}
+	cfg, err := config.Load("", environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("jervis's environment does not validate: %v", err)
+	}
+	if cfg.RAG.Backend != "weaviate" {
+		t.Fatalf("rag.backend %q", cfg.RAG.Backend)
+	}
+	u, _ := url.Parse(cfg.RAG.Weaviate.URL)
+	w, ok := c.Services[u.Hostname()]
+	if !ok || !slices.Contains(w.Command, u.Port()) {
+		t.Fatalf("rag.weaviate.url %s: no service %s listening on %s (%v)", u, u.Hostname(), u.Port(), w.Command)
+	}
+	if j.DependsOn[u.Hostname()].Condition != "service_healthy" || w.Healthcheck == nil ||
+		!strings.Contains(strings.Join(w.Healthcheck.Test, " "), "/v1/.well-known/ready") {
+		t.Fatal("jervis must wait for weaviate's readiness check")
+	}
+	if w.Environment["DEFAULT_VECTORIZER_MODULE"] != "none" {
+		t.Fatal("weaviate must take Jervis's own vectors (vectorizer none)")
+	}
+	for _, host := range []string{cfg.Embedder.Ollama.Host, cfg.Qualifier.OllamaHost, cfg.Executor.OllamaHost} {
+		if h, _ := url.Parse(host); h.Hostname() != "ollama" {
+			t.Errorf("ollama host %s is not the ollama service", host)
+		}
+	}
+	if !slices.Contains(j.Command, "/data") || !slices.Contains(j.Volumes, "jervis-data:/data") {
+		t.Fatal("jervis's data directory must be the jervis-data volume")
+	}
+}
+
+// The Dockerfile builds the binary static with the Go of go.mod.
+func TestDockerfile(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(mod)
+	df := string(raw)
+	for _, want := range []string{fmt.Sprintf("FROM golang:%s ", goVersion[1]), "CGO_ENABLED=0 go build", "./cmd/jervis", `ENTRYPOINT ["/jervis"]`} {
+		if !strings.Contains(df, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}
