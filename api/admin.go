@@ -13,7 +13,12 @@ import (
 )
 
 func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
-	return s.cfg.Store.Stats(r.Context())
+	st, err := s.cfg.Store.Stats(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	st.Backends = Backends(r.Context(), 2*time.Second, s.cfg.Checks)
+	return st, nil
 }
 
 func (s *Server) clients(r *http.Request, _ Principal) (any, error) {

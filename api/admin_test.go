@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -179,5 +181,21 @@ func TestReprocessJobs(t *testing.T) {
 	}
 	if code, _ := call(t, "GET", f.url+"/admin/v1/jobs/job_nope", f.admin, ""); code != http.StatusNotFound {
 		t.Fatalf("unknown job: %d", code)
+	}
+}
+
+// GET /admin/v1/stats reports the process's backends, each checked.
+func TestStatsReportBackends(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *api.Config) {
+		c.Checks = []api.Check{
+			{Name: "store:sqlite", Ping: func(context.Context) error { return nil }},
+			{Name: "chunks:weaviate", Ping: func(context.Context) error { return errors.New("connection refused") }},
+		}
+	})
+	code, body := call(t, "GET", f.url+"/admin/v1/stats", f.admin, "")
+	want := `[map[backend:sqlite ok:true role:store] map[backend:weaviate error:connection refused ok:false role:chunks]]`
+	if code != http.StatusOK || fmt.Sprint(body["backends"]) != want {
+		t.Fatalf("stats: %d %v", code, body["backends"])
 	}
 }

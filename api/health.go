@@ -7,13 +7,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
 )
 
 // Check is one dependency readiness waits for.
 type Check struct {
-	Name string
+	Name string // role:backend, e.g. chunks:weaviate
 	// Ping must return promptly when ctx ends.
 	Ping func(ctx context.Context) error
 }
@@ -72,4 +75,24 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Backends runs checks (each within timeout) and reports them as backend
+// statuses: the part of Name before ':' is the role, after it the backend.
+func Backends(ctx context.Context, timeout time.Duration, checks []Check) []store.BackendStatus {
+	out := make([]store.BackendStatus, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		role, backend, _ := strings.Cut(c.Name, ":")
+		out[i] = store.BackendStatus{Role: role, Backend: backend, OK: true}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if err := c.Ping(cctx); err != nil {
+				out[i].OK, out[i].Error = false, err.Error()
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }

@@ -35,6 +35,9 @@ type Config struct {
 	// PollNow asks the pollers of this process for a poll of a connection
 	// (pollers.Scheduler.PollNow); nil when this process runs no pollers.
 	PollNow func(connection string) error
+	// Checks are the process's backends (as /readyz checks them), reported
+	// by GET /admin/v1/stats.
+	Checks []Check
 	// Tracker, when set, is told of every authenticated request to a
 	// client or admin route (not health, metrics, the OpenAPI document or
 	// the event stream): the executor yields to them.

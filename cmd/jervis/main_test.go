@@ -62,7 +62,7 @@ func TestServeStartsAnswersAndStopsOnSignal(t *testing.T) {
 			defer cmd.Process.Kill()
 			addr := waitLog(t, lines, "jervis serving")["addr"].(string)
 
-			for path, want := range map[string]string{"/healthz": `"status":"ok"`, "/readyz": `"store":{"ok":true}`} {
+			for path, want := range map[string]string{"/healthz": `"status":"ok"`, "/readyz": `"store:sqlite":{"ok":true}`} {
 				resp, err := http.Get("http://" + addr + path)
 				if err != nil {
 					t.Fatal(err)

@@ -148,10 +148,7 @@ func (a *app) serve(parent context.Context) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	checks := []api.Check{{Name: "store", Ping: st.Ping}}
-	if k != nil {
-		checks = append(checks, api.Check{Name: "chunks:" + a.cfg.RAG.Backend, Ping: k.Chunks.Ping})
-	}
+	checks := a.backendChecks(st, k)
 	api.Routes(mux, 2*time.Second, checks...)
 	if a.cfg.HasRole("api") {
 		if err := a.apiKeys(ctx, st, ln.Addr().String()); err != nil {
@@ -162,7 +159,7 @@ func (a *app) serve(parent context.Context) error {
 			rate = -1 // no limit
 		}
 		ac := api.Config{Store: st, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
-			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log}
+			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log, Checks: checks}
 		if monitor != nil { // the executor yields to this API's users
 			ac.Tracker = monitor
 		}
@@ -240,6 +237,22 @@ func (a *app) apiKeys(ctx context.Context, st store.Store, addr string) error {
 	fmt.Fprintf(a.stdout, "Demo API key for client %s (new at each --demo start):\n  curl -s -H 'Authorization: Bearer %s' 'http://%s/api/v1/search?query=battery+range'\n",
 		DemoClient, secret, addr)
 	return nil
+}
+
+// backendChecks are the checks of the process's backends, named
+// role:backend: /readyz runs them, GET /admin/v1/stats and jervis status
+// report them. k may be nil (a process without the knowledge base).
+func (a *app) backendChecks(st interface{ Ping(context.Context) error }, k *embedded.KB) []api.Check {
+	checks := []api.Check{{Name: "store:" + a.cfg.Store.Backend, Ping: st.Ping}}
+	if k == nil {
+		return checks
+	}
+	checks = append(checks, api.Check{Name: "graph:sqlite", Ping: k.Graph.Ping}, api.Check{Name: "chunks:" + a.cfg.RAG.Backend, Ping: k.Chunks.Ping})
+	embedderPing := func(context.Context) error { return nil } // compiled in
+	if p, ok := k.Embedder.(interface{ Ping(context.Context) error }); ok {
+		embedderPing = p.Ping
+	}
+	return append(checks, api.Check{Name: "embedder:" + a.cfg.Embedder.Backend, Ping: embedderPing})
 }
 
 // roleWired reports whether a role has components in this build. Health and

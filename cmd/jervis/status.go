@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/embed/ollama"
+	"github.com/jervis-dev/jervis/kb/rag/weaviate"
 )
 
 func (a *app) statusCommand() *cobra.Command {
@@ -42,6 +46,7 @@ func (a *app) statusCommand() *cobra.Command {
 				return err
 			}
 			defer st.Close()
+			backends := api.Backends(cmd.Context(), 2*time.Second, append(a.backendChecks(st, nil), a.networkChecks()...))
 			if quarantined {
 				docs, err := st.ListDocuments(cmd.Context(), store.DocumentQuery{State: store.DocQuarantined, Limit: 1000})
 				if err != nil {
@@ -65,6 +70,7 @@ func (a *app) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			stats.Backends = backends
 			return a.printStatus(stats, asJSON)
 		},
 	}
@@ -80,6 +86,33 @@ func (a *app) printStatus(stats store.Stats, asJSON bool) error {
 		return enc.Encode(stats)
 	}
 	return printStats(a.stdout, stats)
+}
+
+// networkChecks are the checks of the configured backends that are
+// servers (Weaviate, Ollama), built from the configuration alone: jervis
+// status reports them without opening the knowledge base.
+func (a *app) networkChecks() []api.Check {
+	var checks []api.Check
+	fail := func(name string, err error) api.Check {
+		return api.Check{Name: name, Ping: func(context.Context) error { return err }}
+	}
+	if a.cfg.RAG.Backend == "weaviate" {
+		w := a.cfg.RAG.Weaviate
+		if s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout}); err != nil {
+			checks = append(checks, fail("chunks:weaviate", err))
+		} else {
+			checks = append(checks, api.Check{Name: "chunks:weaviate", Ping: s.Ping})
+		}
+	}
+	if a.cfg.Embedder.Backend == "ollama" {
+		o := a.cfg.Embedder.Ollama
+		if e, err := ollama.New(ollama.Config{Host: o.Host, Model: o.Model, Timeout: o.Timeout}); err != nil {
+			checks = append(checks, fail("embedder:ollama", err))
+		} else {
+			checks = append(checks, api.Check{Name: "embedder:ollama", Ping: e.Ping})
+		}
+	}
+	return checks
 }
 
 // printStats writes stats as aligned tables, states in pipeline order.
@@ -98,6 +131,17 @@ func printStats(w io.Writer, s store.Stats) error {
 		}
 		for _, k := range slices.Sorted(maps.Keys(s.Failures)) {
 			fmt.Fprintf(tw, "%s\t%d failed\n", k, s.Failures[k])
+		}
+	}
+	if len(s.Backends) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "BACKEND\tROLE\tSTATUS")
+		for _, b := range s.Backends {
+			status := "ok"
+			if !b.OK {
+				status = "DOWN: " + b.Error
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", b.Backend, b.Role, status)
 		}
 	}
 	if len(s.ModelUsage) > 0 {

@@ -45,3 +45,33 @@ func TestStatusPrintsWaitingAndFailures(t *testing.T) {
 		}
 	}
 }
+
+// jervis status checks the backends the configuration names: the store, and
+// servers such as Weaviate (here one that does not answer).
+func TestStatusReportsBackends(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	if code, _, errOut := runCLI(t, nil, "import", "--data", data, "--client", "demo", "../../deploy/demo/jira"); code != 0 {
+		t.Fatalf("import: %s", errOut)
+	}
+	env := []string{"JERVIS_RAG_BACKEND=weaviate", "JERVIS_RAG_WEAVIATE_URL=http://127.0.0.1:1"}
+	code, out, errOut := runCLI(t, env, "status", "--data", data)
+	if code != 0 {
+		t.Fatalf("status: %d %s", code, errOut)
+	}
+	var store, chunks string
+	for line := range strings.Lines(out) {
+		switch f := strings.Fields(line); {
+		case len(f) >= 3 && f[0] == "sqlite" && f[1] == "store":
+			store = f[2]
+		case len(f) >= 3 && f[0] == "weaviate" && f[1] == "chunks":
+			chunks = f[2]
+		}
+	}
+	if store != "ok" || chunks != "DOWN:" {
+		t.Fatalf("backends store %q chunks %q in:\n%s", store, chunks, out)
+	}
+	if code, out, _ := runCLI(t, env, "status", "--data", data, "--json"); code != 0 || !strings.Contains(out, `"role": "chunks"`) || !strings.Contains(out, `"ok": false`) {
+		t.Fatalf("status --json: %s", out)
+	}
+}

@@ -234,6 +234,15 @@ func HashAPIKey(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// BackendStatus is one backend of a role (store, graph, chunks, embedder)
+// and whether it answered.
+type BackendStatus struct {
+	Role    string `json:"role"`
+	Backend string `json:"backend"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
+}
+
 // Counts are queue depths keyed by state names.
 type Counts map[string]int64
 
@@ -258,6 +267,9 @@ type Stats struct {
 	// Groups are the counts before they are summed into the maps above:
 	// per client, source or kind, and state (metrics labels).
 	Groups []StatsGroup `json:"-"`
+	// Backends are the process's backends and whether they answer; the
+	// store leaves them empty, the API and jervis status fill them in.
+	Backends []BackendStatus `json:"backends,omitempty"`
 }
 
 // StatsGroup counts one client's documents of one source (or tasks of one

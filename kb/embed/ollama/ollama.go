@@ -69,6 +69,14 @@ func New(cfg Config) (*Embedder, error) {
 // Model implements embed.Embedder.
 func (e *Embedder) Model() string { return e.cfg.Model }
 
+// Ping reports whether the server answers.
+func (e *Embedder) Ping(ctx context.Context) error {
+	if err := e.client.Heartbeat(ctx); err != nil {
+		return fmt.Errorf("ollama %s: %w", e.cfg.Host, err)
+	}
+	return nil
+}
+
 // Dimension implements embed.Embedder: the configured dimension, or the one
 // the server answered with (0 before the first answer).
 func (e *Embedder) Dimension() int { return int(e.dim.Load()) }
