@@ -3,10 +3,8 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os/exec"
 	"reflect"
-	"syscall"
 	"testing"
 	"time"
 
@@ -94,18 +92,10 @@ func TestKilledExecutionCompletesOnceOnRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := embeddedtest.Open(t, crashed)
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	childtest.KillWhen(t, cmd, func() bool {
 		s, _ := all.Store.Stats(context.Background())
-		if s.Tasks["COMPLETED"] >= n/4 {
-			break
-		}
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	err := cmd.Wait()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("child finished before the kill: %v", err)
-	}
+		return s.Tasks["COMPLETED"] >= n/4
+	})
 	mid, _ := all.Store.Stats(context.Background())
 	all.Close()
 	t.Logf("killed with %d tasks in EXECUTION, %d COMPLETED", mid.Tasks["EXECUTION"], mid.Tasks["COMPLETED"])

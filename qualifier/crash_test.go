@@ -3,11 +3,9 @@ package qualifier_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,18 +111,10 @@ func TestKilledQualificationCompletesOnceOnRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(crashed, sqlite.FileName)})
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	childtest.KillWhen(t, cmd, func() bool {
 		s, _ := st.Stats(context.Background())
-		if s.Tasks["DONE"]+s.Tasks["READY_FOR_GPU"] >= 150 {
-			break
-		}
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	err := cmd.Wait()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("child finished before the kill: %v", err)
-	}
+		return s.Tasks["DONE"]+s.Tasks["READY_FOR_GPU"] >= 150
+	})
 	mid, _ := st.Stats(context.Background())
 	t.Logf("killed with %d tasks leased, %d done", mid.Tasks["QUALIFICATION_IN_PROGRESS"], mid.Tasks["DONE"]+mid.Tasks["READY_FOR_GPU"])
 	// The restarted loop rescues the dead process's tasks once their 2 s

@@ -3,10 +3,13 @@
 package childtest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Main is a TestMain: when the environment variable env names a value, the
@@ -30,4 +33,19 @@ func Command(env, value string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), env+"="+value)
 	cmd.Stderr = os.Stderr
 	return cmd
+}
+
+// KillWhen kills the running child with SIGKILL as soon as ready says so
+// (asked every 5 ms, for a minute at most) and fails the test if the child
+// had already finished by itself.
+func KillWhen(t testing.TB, cmd *exec.Cmd, ready func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && !ready(); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) {
+		t.Fatalf("child finished before the kill: %v", err)
+	}
 }
