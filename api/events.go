@@ -1,10 +1,12 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
@@ -42,37 +44,118 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "retry: 2000\n\n")
 	flusher.Flush()
-	poll := time.NewTicker(s.cfg.EventPoll)
-	defer poll.Stop()
-	idle := time.Now()
+	watch, done := s.eventWatch(r.Context())
+	defer done()
+	keepAlive := time.NewTimer(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
 	for {
-		evs, err := s.cfg.Store.ListEvents(r.Context(), store.EventQuery{Client: p.Client, AfterSeq: seq, Limit: 500})
-		if err != nil {
-			if r.Context().Err() == nil {
-				s.log.Error("event stream", "client", p.Client, "err", err)
+		latest, changed := watch.now()
+		if latest > seq {
+			evs, err := s.cfg.Store.ListEvents(r.Context(), store.EventQuery{Client: p.Client, AfterSeq: seq, Limit: 500})
+			if err != nil {
+				if r.Context().Err() == nil {
+					s.log.Error("event stream", "client", p.Client, "err", err)
+				}
+				return
 			}
-			return
-		}
-		for _, e := range evs {
-			b, _ := json.Marshal(e)
-			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b)
-			seq = e.Seq
-		}
-		if len(evs) > 0 {
-			flusher.Flush()
-			idle = time.Now()
+			for _, e := range evs {
+				b, _ := json.Marshal(e)
+				fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b)
+				seq = e.Seq
+			}
+			if len(evs) > 0 {
+				flusher.Flush()
+				keepAlive.Reset(s.cfg.KeepAlive)
+			}
 			if len(evs) == 500 {
 				continue // more are waiting
 			}
-		} else if time.Since(idle) >= s.cfg.KeepAlive {
-			fmt.Fprint(w, ": keep-alive\n\n")
-			flusher.Flush()
-			idle = time.Now()
+			// The rest were other clients' events: nothing more to read
+			// until the log moves again.
+			seq = max(seq, latest)
 		}
 		select {
 		case <-r.Context().Done():
 			return
-		case <-poll.C:
+		case <-changed:
+		case <-keepAlive.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			flusher.Flush()
+			keepAlive.Reset(s.cfg.KeepAlive)
 		}
+	}
+}
+
+// eventWatcher follows the event log's latest Seq for every stream of this
+// server: one store query per EventPoll in all, instead of one per stream;
+// a stream reads its client's events only when the log has moved. It runs
+// while at least one stream is open.
+type eventWatcher struct {
+	mu      sync.Mutex
+	latest  int64
+	changed chan struct{} // closed, and replaced, when latest moves
+	streams int
+	stop    context.CancelFunc
+}
+
+// now returns the latest Seq seen and a channel closed when it moves.
+func (w *eventWatcher) now() (int64, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.latest, w.changed
+}
+
+// eventWatch registers a stream with the server's watcher, starting it for
+// the first; call the returned function when the stream ends.
+func (s *Server) eventWatch(ctx context.Context) (*eventWatcher, func()) {
+	w := &s.watcher
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.streams++
+	if w.streams == 1 {
+		seq, err := s.cfg.Store.LatestEventSeq(ctx)
+		if err != nil {
+			s.log.Error("event log", "err", err)
+		}
+		w.latest = max(w.latest, seq)
+		if w.changed == nil {
+			w.changed = make(chan struct{})
+		}
+		wctx, stop := context.WithCancel(s.cfg.BaseContext)
+		w.stop = stop
+		go s.followEvents(wctx, w)
+	}
+	return w, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.streams--; w.streams == 0 {
+			w.stop()
+		}
+	}
+}
+
+func (s *Server) followEvents(ctx context.Context, w *eventWatcher) {
+	tick := time.NewTicker(s.cfg.EventPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		seq, err := s.cfg.Store.LatestEventSeq(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("event log", "err", err)
+			}
+			continue
+		}
+		w.mu.Lock()
+		if seq > w.latest {
+			w.latest = seq
+			close(w.changed)
+			w.changed = make(chan struct{})
+		}
+		w.mu.Unlock()
 	}
 }

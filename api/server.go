@@ -59,6 +59,8 @@ type Server struct {
 	limiter  *limiter
 	jobs     jobs
 	patterns []string
+
+	watcher eventWatcher
 }
 
 // Patterns lists the "METHOD /path" patterns Register added (the OpenAPI

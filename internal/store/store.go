@@ -189,6 +189,8 @@ type Events interface {
 	AppendEvent(ctx context.Context, e Event) (Event, error)
 	// ListEvents returns matching events in Seq order.
 	ListEvents(ctx context.Context, q EventQuery) ([]Event, error)
+	// LatestEventSeq returns the Seq of the last event appended (0: none).
+	LatestEventSeq(ctx context.Context) (int64, error)
 }
 
 // Aliases is the per-client alias registry used by ref resolution.

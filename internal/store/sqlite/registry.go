@@ -85,6 +85,13 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (store.Event, er
 	return e, err
 }
 
+// LatestEventSeq implements store.Events.
+func (s *Store) LatestEventSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	err := s.db.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&seq)
+	return seq, s.db.Explain("latest event", err)
+}
+
 // ListEvents implements store.Events.
 func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
 	var where []string

@@ -712,8 +712,12 @@ func testTaskMemory(t *testing.T, s store.Store) {
 
 func testEvents(t *testing.T, s store.Store) {
 	var seqs []int64
+	before := must(s.LatestEventSeq(ctx(t)))(t)
 	for i, c := range []string{"acme", "globex", "acme"} {
 		e := must(s.AppendEvent(ctx(t), store.Event{Client: c, Aggregate: "poll", AggregateID: "mail", Type: "poll.finished", Data: json.RawMessage(fmt.Sprintf(`{"fetched":%d}`, i))}))(t)
+		if latest := must(s.LatestEventSeq(ctx(t)))(t); latest != e.Seq || latest <= before {
+			t.Fatalf("latest event seq %d after appending %d (was %d)", latest, e.Seq, before)
+		}
 		if e.Seq == 0 || e.At.IsZero() {
 			t.Fatalf("append did not set seq/at: %+v", e)
 		}
