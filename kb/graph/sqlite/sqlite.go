@@ -417,6 +417,16 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 		}
 		frontier = next
 	}
+	// The edges among the nodes reached, from the same structure: read by
+	// key, not by scanning every edge out of each node.
+	var edgeKeys []string
+	for _, k := range keys {
+		for _, x := range adj.out[k] {
+			if _, reached := depth[x.other]; reached && (len(q.EdgeTypes) == 0 || slices.Contains(q.EdgeTypes, x.typ)) {
+				edgeKeys = append(edgeKeys, x.key)
+			}
+		}
+	}
 	adj.mu.RUnlock()
 	if len(keys) == 0 {
 		return hood, nil
@@ -434,14 +444,9 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
-	set := idsJSON(keys)
-	where := `from_key IN (SELECT value FROM json_each(?)) AND to_key IN (SELECT value FROM json_each(?))`
-	eargs := []any{set, set}
-	if len(q.EdgeTypes) > 0 {
-		where += ` AND type IN (SELECT value FROM json_each(?))`
-		eargs = append(eargs, idsJSON(q.EdgeTypes))
+	if len(edgeKeys) > 0 {
+		hood.Edges, err = g.edges(ctx, g.db.Reads(), "edges", `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
 	}
-	hood.Edges, err = g.edges(ctx, g.db.Reads(), "edges INDEXED BY edges_from", where, eargs...)
 	return hood, err
 }
 
