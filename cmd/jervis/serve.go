@@ -174,6 +174,16 @@ func (a *app) serve(parent context.Context) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	if k != nil && a.cfg.HasRole("api") {
+		// Searches need the in-memory indexes: load them now, not at the
+		// first user's search.
+		g.Go(func() error {
+			if err := k.Preload(gctx, log); err != nil && gctx.Err() == nil {
+				log.Warn("preloading the search indexes failed; they load at first use", "err", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err

@@ -7,7 +7,9 @@ package embedded
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
@@ -89,3 +91,20 @@ type All struct {
 
 // Close closes the knowledge base, then the store.
 func (a *All) Close() error { return errors.Join(a.KB.Close(), a.Store.Close()) }
+
+// Preload loads the in-memory search structures of every client — the
+// graph's, and the chunks' when they are the embedded store — so that no
+// user's first search waits for them; it logs each client.
+func (k *KB) Preload(ctx context.Context, log *slog.Logger) error {
+	if err := k.Graph.Preload(ctx, func(client string, edges int, took time.Duration) {
+		log.Info("graph loaded", "client", client, "edges", edges, "took", took.Round(time.Millisecond))
+	}); err != nil {
+		return err
+	}
+	if c, ok := k.Chunks.(*ragsqlite.Store); ok {
+		return c.Preload(ctx, func(client string, chunks int, took time.Duration) {
+			log.Info("search index loaded", "client", client, "chunks", chunks, "took", took.Round(time.Millisecond))
+		})
+	}
+	return nil
+}

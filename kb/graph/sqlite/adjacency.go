@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
 )
@@ -180,6 +181,32 @@ func (g *clientGraph) write(ctx context.Context, op string, fn func(tx sqlitedb.
 		a.gen = gen
 	} else {
 		a.gen = -1
+	}
+	return nil
+}
+
+// Preload loads every client's graph structure now rather than at its
+// first search; report is told of each client as it is done.
+func (s *Store) Preload(ctx context.Context, report func(client string, edges int, took time.Duration)) error {
+	clients, err := column(ctx, s.db.Reads(), `SELECT DISTINCT client FROM nodes ORDER BY client`)
+	if err != nil {
+		return s.db.Explain("preload", err)
+	}
+	for _, c := range clients {
+		g, ok := s.For(c).(*clientGraph)
+		if !ok {
+			continue
+		}
+		start := time.Now()
+		a, err := g.current(ctx)
+		if err != nil {
+			return err
+		}
+		n := len(a.edges)
+		a.mu.RUnlock()
+		if report != nil {
+			report(c, n, time.Since(start))
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/jervis-dev/jervis/kb/graph"
 )
@@ -85,5 +86,31 @@ func TestAdjacencyStaysCurrent(t *testing.T) {
 			}
 		}
 		fresh.Close()
+	}
+}
+
+// Preload loads every client's graph structure ahead of its first walk.
+func TestGraphPreload(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := s.For("acme")
+	if err := g.UpsertNodes(ctx, graph.Node{Key: "a:1", Type: "a"}, graph.Node{Key: "b:1", Type: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.UpsertEdges(ctx, graph.Edge{Type: "knows", From: "a:1", To: "b:1", Confidence: 1, Origin: graph.OriginMetadata, EvidenceChunkIDs: []string{"c1"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.adjacencyOf("acme").gen = -1 // as after a restart
+	loaded := map[string]int{}
+	if err := s.Preload(ctx, func(client string, edges int, _ time.Duration) { loaded[client] = edges }); err != nil {
+		t.Fatal(err)
+	}
+	if loaded["acme"] != 1 || s.adjacencyOf("acme").gen < 1 {
+		t.Fatalf("preloaded %v, gen %d", loaded, s.adjacencyOf("acme").gen)
 	}
 }

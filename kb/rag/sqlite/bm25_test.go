@@ -201,3 +201,25 @@ func TestBM25Concurrent(t *testing.T) {
 		}
 	}
 }
+
+// Preload loads every client's index ahead of its first search.
+func TestPreload(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openTemp(t)
+	for _, c := range []string{"acme", "globex"} {
+		if err := s.For(c).Upsert(ctx, rag.Chunk{ID: "1", Text: "backup failed", SourceURN: "urn:1", Vector: []float32{1, 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded := map[string]int{}
+	if err := s.Preload(ctx, func(client string, chunks int, _ time.Duration) { loaded[client] = chunks }); err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded) != 2 || loaded["acme"] != 1 || loaded["globex"] != 1 {
+		t.Fatalf("preloaded %v", loaded)
+	}
+	if v := s.vectorsOf("acme"); v.gen < 1 || len(v.ids) != 1 {
+		t.Fatalf("acme's index not loaded: gen %d, %d chunks", v.gen, len(v.ids))
+	}
+}

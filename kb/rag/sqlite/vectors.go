@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/kb/rag"
@@ -509,4 +510,46 @@ func dotsI8Go(q []int16, rows []int8, stride int, out []int32) {
 		}
 		out[j] = s
 	}
+}
+
+// Preload loads every client's in-memory index (vectors, postings, lengths)
+// now rather than at its first search, which at 100,000 chunks takes
+// seconds; report is told of each client as it is done.
+func (s *Store) Preload(ctx context.Context, report func(client string, chunks int, took time.Duration)) error {
+	clients, err := func() ([]string, error) {
+		rows, err := s.db.Query(ctx, `SELECT client FROM generations ORDER BY client`)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+		return out, rows.Err()
+	}()
+	if err != nil {
+		return s.db.Explain("preload", err)
+	}
+	for _, c := range clients {
+		x, ok := s.For(c).(*index)
+		if !ok || x.err != nil {
+			continue
+		}
+		start := time.Now()
+		v, err := x.current(ctx)
+		if err != nil {
+			return err
+		}
+		n := len(v.ids)
+		v.mu.RUnlock()
+		if report != nil {
+			report(c, n, time.Since(start))
+		}
+	}
+	return nil
 }
