@@ -316,3 +316,21 @@ func (r Reads) QueryContext(ctx context.Context, q string, args ...any) (*sql.Ro
 func (r Reads) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	return r.db.QueryRow(ctx, q, args...)
 }
+
+// Strings runs a read query of one text column and returns its values.
+func (db *DB) Strings(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

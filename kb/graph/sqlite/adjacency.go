@@ -188,7 +188,7 @@ func (g *clientGraph) write(ctx context.Context, op string, fn func(tx sqlitedb.
 // Preload loads every client's graph structure now rather than at its
 // first search; report is told of each client as it is done.
 func (s *Store) Preload(ctx context.Context, report func(client string, edges int, took time.Duration)) error {
-	clients, err := column(ctx, s.db.Reads(), `SELECT DISTINCT client FROM nodes ORDER BY client`)
+	clients, err := s.db.Strings(ctx, `SELECT DISTINCT client FROM nodes ORDER BY client`)
 	if err != nil {
 		return s.db.Explain("preload", err)
 	}

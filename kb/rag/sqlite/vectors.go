@@ -516,22 +516,7 @@ func dotsI8Go(q []int16, rows []int8, stride int, out []int32) {
 // now rather than at its first search, which at 100,000 chunks takes
 // seconds; report is told of each client as it is done.
 func (s *Store) Preload(ctx context.Context, report func(client string, chunks int, took time.Duration)) error {
-	clients, err := func() ([]string, error) {
-		rows, err := s.db.Query(ctx, `SELECT client FROM generations ORDER BY client`)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var c string
-			if err := rows.Scan(&c); err != nil {
-				return nil, err
-			}
-			out = append(out, c)
-		}
-		return out, rows.Err()
-	}()
+	clients, err := s.db.Strings(ctx, `SELECT client FROM generations ORDER BY client`)
 	if err != nil {
 		return s.db.Explain("preload", err)
 	}
