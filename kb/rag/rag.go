@@ -15,10 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
 )
 
 var (
@@ -166,6 +169,15 @@ func Texts(ctx context.Context, x Index, ids ...string) (map[string]string, erro
 		out[c.ID] = c.Text
 	}
 	return out, nil
+}
+
+// ValidateClient checks a client ID as the pipeline store does (it names
+// tables and tenants); the error wraps ErrInvalid.
+func ValidateClient(client string) error {
+	if err := store.ValidateClientID(client); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
 }
 
 // ValidateBatch checks chunks to store together: each by ValidateChunk,

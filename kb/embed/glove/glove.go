@@ -26,6 +26,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jervis-dev/jervis/kb/rag"
+
 	"github.com/jervis-dev/jervis/kb/embed"
 )
 
@@ -153,19 +155,7 @@ func (e *Embedder) embed(text string, acc []float32) []float32 {
 		}
 		e.addHashed(tok, acc)
 	})
-	var sum float64
-	for _, x := range acc {
-		sum += float64(x) * float64(x)
-	}
-	v := make([]float32, e.dim)
-	if sum == 0 {
-		return v
-	}
-	inv := float32(1 / math.Sqrt(sum))
-	for j, x := range acc {
-		v[j] = x * inv
-	}
-	return v
+	return rag.Normalize(acc[:e.dim])
 }
 
 // addHashed adds an out-of-vocabulary token's pseudo-random unit vector

@@ -12,9 +12,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"time"
+
+	"github.com/jervis-dev/jervis/internal/llmtools"
 
 	"github.com/ollama/ollama/api"
 
@@ -50,10 +51,7 @@ func New(cfg Config) (*Embedder, error) {
 	cfg.Retries = cmp.Or(cfg.Retries, 3)
 	cfg.Backoff = cmp.Or(cfg.Backoff, 500*time.Millisecond)
 	cfg.Timeout = cmp.Or(cfg.Timeout, 60*time.Second)
-	base, err := url.Parse(cfg.Host)
-	if err != nil || base.Scheme == "" || base.Host == "" {
-		return nil, fmt.Errorf("ollama: host %q is not a URL like http://127.0.0.1:11434", cfg.Host)
-	}
+
 	if cfg.BatchSize < 1 || cfg.Retries < 0 || cfg.Dimensions < 0 {
 		return nil, errors.New("ollama: batch size must be positive, retries and dimensions not negative")
 	}
@@ -61,7 +59,11 @@ func New(cfg Config) (*Embedder, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: cfg.Timeout}
 	}
-	e := &Embedder{cfg: cfg, client: api.NewClient(base, hc)}
+	client, err := llmtools.Client(cfg.Host, hc)
+	if err != nil {
+		return nil, fmt.Errorf("ollama: %w", err)
+	}
+	e := &Embedder{cfg: cfg, client: client}
 	e.dim.Store(int64(cfg.Dimensions))
 	return e, nil
 }

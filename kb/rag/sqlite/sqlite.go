@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -89,15 +88,11 @@ func (s *Store) Ping(ctx context.Context) error { return s.db.Ping(ctx) }
 // Close implements rag.Store.
 func (s *Store) Close() error { return errors.Join(s.tok.close(), s.db.Close()) }
 
-var clientPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
 // For implements rag.Store. A client ID that could not name a table gives an
 // Index whose every call fails with rag.ErrInvalid.
 func (s *Store) For(client string) rag.Index {
 	x := &index{s: s, client: client}
-	if !clientPattern.MatchString(client) {
-		x.err = fmt.Errorf("%w: client: %q must match %s", rag.ErrInvalid, client, clientPattern)
-	}
+	x.err = rag.ValidateClient(client)
 	return x
 }
 

@@ -95,10 +95,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close implements rag.Store.
 func (s *Store) Close() error { return nil }
 
-var (
-	clientPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	classPattern  = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]{0,127}$`)
-)
+var classPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]{0,127}$`)
 
 // DeleteClass deletes the store's class and every client's chunks in it.
 func (s *Store) DeleteClass(ctx context.Context) error {
@@ -111,9 +108,7 @@ func (s *Store) DeleteClass(ctx context.Context) error {
 // For implements rag.Store.
 func (s *Store) For(client string) rag.Index {
 	x := &index{s: s, client: client}
-	if !clientPattern.MatchString(client) {
-		x.err = fmt.Errorf("%w: client: %q must match %s", rag.ErrInvalid, client, clientPattern)
-	}
+	x.err = rag.ValidateClient(client)
 	return x
 }
 
