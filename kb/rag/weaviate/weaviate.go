@@ -55,6 +55,7 @@ type Store struct {
 	mu      sync.Mutex
 	class   bool            // the class exists
 	tenants map[string]bool // tenants known to exist
+	dims    map[string]int  // per client: vector length, once known
 }
 
 var _ rag.Store = (*Store)(nil)
@@ -77,7 +78,7 @@ func Open(cfg Config) (*Store, error) {
 	if !classPattern.MatchString(class) {
 		return nil, fmt.Errorf("weaviate: class %q must match %s", class, classPattern)
 	}
-	return &Store{c: c, className: class, tenants: map[string]bool{}}, nil
+	return &Store{c: c, className: class, tenants: map[string]bool{}, dims: map[string]int{}}, nil
 }
 
 // Ping implements rag.Store.
@@ -101,7 +102,7 @@ var classPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9_]{0,127}$`)
 func (s *Store) DeleteClass(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.class, s.tenants = false, map[string]bool{}
+	s.class, s.tenants, s.dims = false, map[string]bool{}, map[string]int{}
 	return s.c.Schema().ClassDeleter().WithClassName(s.className).Do(ctx)
 }
 
@@ -247,6 +248,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 			return fmt.Errorf("weaviate: upsert %s: %s", r.ID, r.Result.Errors.Error[0].Message)
 		}
 	}
+	x.remember(dim)
 	return nil
 }
 
@@ -257,21 +259,33 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// dimension returns the vector length of one of the client's chunks (0:
-// none yet).
+// dimension returns the vector length of the client's chunks (0: none
+// yet), read from one chunk once and then remembered until Drop.
 func (x *index) dimension(ctx context.Context) (int, error) {
+	x.s.mu.Lock()
+	dim := x.s.dims[x.client]
+	x.s.mu.Unlock()
+	if dim > 0 {
+		return dim, nil
+	}
 	rows, err := x.get(ctx, "limit: 1", true)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
+	x.remember(len(rows[0].chunk.Vector))
 	return len(rows[0].chunk.Vector), nil
+}
+
+func (x *index) remember(dim int) {
+	x.s.mu.Lock()
+	x.s.dims[x.client] = dim
+	x.s.mu.Unlock()
 }
 
 // row is one object of a Get query.
 type row struct {
-	chunk                   rag.Chunk
-	score, distance         float64
-	hasScore, hasDistanceOk bool
+	chunk           rag.Chunk
+	score, distance float64
 }
 
 const fields = `chunkId text sourceUrn sourceType kind nodeKey graphRefs ts`
@@ -322,10 +336,9 @@ func (x *index) get(ctx context.Context, args string, withVector bool) ([]row, e
 		add, _ := m["_additional"].(map[string]any)
 		if s, ok := add["score"].(string); ok && s != "" {
 			r.score, _ = strconv.ParseFloat(s, 64)
-			r.hasScore = true
 		}
 		if d, ok := add["distance"].(float64); ok {
-			r.distance, r.hasDistanceOk = d, true
+			r.distance = d
 		}
 		if vec, ok := add["vector"].([]any); ok {
 			for _, f := range vec {
@@ -475,6 +488,7 @@ func (x *index) Drop(ctx context.Context) error {
 	}
 	x.s.mu.Lock()
 	delete(x.s.tenants, x.client)
+	delete(x.s.dims, x.client)
 	x.s.mu.Unlock()
 	return nil
 }
