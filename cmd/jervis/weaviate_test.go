@@ -4,23 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jervis-dev/jervis/internal/integration"
 )
 
 // serve --demo with rag.backend weaviate: the demo corpus's chunks go to a
 // real Weaviate, /readyz reports it, and the demo search finds them.
 func TestServeDemoOnWeaviate(t *testing.T) {
-	u := os.Getenv("TEST_WEAVIATE_URL")
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TEST_WEAVIATE_URL is not set: CI must start Weaviate (deploy/weaviate.sh start)")
-		}
-		t.Skip("TEST_WEAVIATE_URL not set; run deploy/weaviate.sh start")
-	}
+	u := integration.Env(t, "TEST_WEAVIATE_URL", "export TEST_WEAVIATE_URL=$(deploy/weaviate.sh start)")
 	t.Parallel()
 	data := t.TempDir()
 	class := fmt.Sprintf("JervisServe%d", time.Now().UnixNano()%1e9)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/emersion/go-imap/v2/imapclient"
 
+	"github.com/jervis-dev/jervis/internal/integration"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/pollers"
@@ -46,10 +47,7 @@ func startDovecot(t *testing.T) dovecot {
 	if err != nil {
 		bin = "/usr/sbin/dovecot"
 		if _, err := os.Stat(bin); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("dovecot is not installed; .ci/run installs dovecot-imapd")
-			}
-			t.Skip("dovecot not installed (apt-get install dovecot-imapd); skipping the IMAP integration test")
+			integration.Missing(t, "dovecot", ".ci/run installs dovecot-imapd", "apt-get install dovecot-imapd")
 		}
 	}
 	dir, err := os.MkdirTemp("", "jervis-dovecot-")

@@ -1,0 +1,31 @@
+// Package integration decides what a test does when the real server it
+// needs is not there: it skips on a developer's machine, but fails under
+// CI=true, where .ci/run provides every server the integration tests use.
+package integration
+
+import (
+	"os"
+	"testing"
+)
+
+// Missing ends the test because what it needs is missing: a failure under
+// CI=true (provide says how CI provides it), a skip otherwise (how says
+// how to get it).
+func Missing(t testing.TB, what, provide, how string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is missing: %s", what, provide)
+	}
+	t.Skipf("%s is missing (%s); skipping", what, how)
+}
+
+// Env returns the environment variable name, which locates a server; when
+// it is unset the test ends as Missing.
+func Env(t testing.TB, name, how string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		Missing(t, name, ".ci/run must set it", how)
+	}
+	return v
+}
