@@ -23,12 +23,28 @@ import (
 // chunks (chunks.db there, or Weaviate with rag.backend weaviate) and the
 // GloVe embedder — with aliases in st. Closing it leaves st open.
 func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error) {
+	b, err := a.serverBackends()
+	if err != nil {
+		return nil, err
+	}
+	if b.Chunks != nil {
+		if err := b.Chunks.Ping(ctx); err != nil {
+			return nil, fmt.Errorf("rag.weaviate.url %s: %w", a.cfg.RAG.Weaviate.URL, err)
+		}
+	}
+	return embedded.OpenKBWith(ctx, a.cfg.DataDir, st, b)
+}
+
+// serverBackends builds (without contacting them) the configured backends
+// that are servers: Weaviate for the chunks, Ollama for the embeddings.
+// The others stay nil: the embedded defaults.
+func (a *app) serverBackends() (embedded.Backends, error) {
 	var b embedded.Backends
 	if a.cfg.Embedder.Backend == "ollama" {
 		o := a.cfg.Embedder.Ollama
 		e, err := ollama.New(ollama.Config{Host: o.Host, Model: o.Model, Timeout: o.Timeout})
 		if err != nil {
-			return nil, fmt.Errorf("embedder.ollama: %w", err)
+			return b, fmt.Errorf("embedder.ollama: %w", err)
 		}
 		b.Embedder = e
 	}
@@ -36,14 +52,11 @@ func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error
 		w := a.cfg.RAG.Weaviate
 		s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout})
 		if err != nil {
-			return nil, err
-		}
-		if err := s.Ping(ctx); err != nil {
-			return nil, fmt.Errorf("rag.weaviate.url %s: %w", w.URL, err)
+			return b, err
 		}
 		b.Chunks = s
 	}
-	return embedded.OpenKBWith(ctx, a.cfg.DataDir, st, b)
+	return b, nil
 }
 
 // openAll opens the pipeline store (see openStore) and the knowledge base

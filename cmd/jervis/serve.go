@@ -258,11 +258,17 @@ func (a *app) backendChecks(st interface{ Ping(context.Context) error }, k *embe
 		return checks
 	}
 	checks = append(checks, api.Check{Name: "graph:sqlite", Ping: k.Graph.Ping}, api.Check{Name: "chunks:" + a.cfg.RAG.Backend, Ping: k.Chunks.Ping})
-	embedderPing := func(context.Context) error { return nil } // compiled in
-	if p, ok := k.Embedder.(interface{ Ping(context.Context) error }); ok {
-		embedderPing = p.Ping
+	return append(checks, a.embedderCheck(k.Embedder))
+}
+
+// embedderCheck pings the embedder when it is a server (one compiled in is
+// always there).
+func (a *app) embedderCheck(e any) api.Check {
+	c := api.Check{Name: "embedder:" + a.cfg.Embedder.Backend, Ping: func(context.Context) error { return nil }}
+	if p, ok := e.(interface{ Ping(context.Context) error }); ok {
+		c.Ping = p.Ping
 	}
-	return append(checks, api.Check{Name: "embedder:" + a.cfg.Embedder.Backend, Ping: embedderPing})
+	return c
 }
 
 // roleWired reports whether a role has components in this build. Health and

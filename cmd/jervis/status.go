@@ -16,8 +16,6 @@ import (
 
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/internal/store"
-	"github.com/jervis-dev/jervis/kb/embed/ollama"
-	"github.com/jervis-dev/jervis/kb/rag/weaviate"
 )
 
 func (a *app) statusCommand() *cobra.Command {
@@ -92,25 +90,16 @@ func (a *app) printStatus(stats store.Stats, asJSON bool) error {
 // servers (Weaviate, Ollama), built from the configuration alone: jervis
 // status reports them without opening the knowledge base.
 func (a *app) networkChecks() []api.Check {
+	b, err := a.serverBackends()
+	if err != nil {
+		return []api.Check{{Name: "config:" + a.cfg.RAG.Backend + "," + a.cfg.Embedder.Backend, Ping: func(context.Context) error { return err }}}
+	}
 	var checks []api.Check
-	fail := func(name string, err error) api.Check {
-		return api.Check{Name: name, Ping: func(context.Context) error { return err }}
+	if b.Chunks != nil {
+		checks = append(checks, api.Check{Name: "chunks:" + a.cfg.RAG.Backend, Ping: b.Chunks.Ping})
 	}
-	if a.cfg.RAG.Backend == "weaviate" {
-		w := a.cfg.RAG.Weaviate
-		if s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout}); err != nil {
-			checks = append(checks, fail("chunks:weaviate", err))
-		} else {
-			checks = append(checks, api.Check{Name: "chunks:weaviate", Ping: s.Ping})
-		}
-	}
-	if a.cfg.Embedder.Backend == "ollama" {
-		o := a.cfg.Embedder.Ollama
-		if e, err := ollama.New(ollama.Config{Host: o.Host, Model: o.Model, Timeout: o.Timeout}); err != nil {
-			checks = append(checks, fail("embedder:ollama", err))
-		} else {
-			checks = append(checks, api.Check{Name: "embedder:ollama", Ping: e.Ping})
-		}
+	if b.Embedder != nil {
+		checks = append(checks, a.embedderCheck(b.Embedder))
 	}
 	return checks
 }
