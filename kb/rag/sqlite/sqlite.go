@@ -523,14 +523,12 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 
 // keyword is BM25 without reading the texts of the chunks it scores in Go
 // (their row ids come back instead); FTS5's ranking returns them with text.
-// v is the client's index, read-locked by the caller.
+// v is the client's index, read-locked by the caller (current made sure
+// the FTS table exists).
 func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit, map[string]int64, error) {
 	words := Terms(q.Text)
 	if len(words) == 0 {
 		return nil, nil, nil
-	}
-	if err := x.ensureFTS(ctx); err != nil {
-		return nil, nil, err
 	}
 	tokens, err := x.s.tok.tokens(ctx, words)
 	if err != nil {
