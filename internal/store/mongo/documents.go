@@ -1,0 +1,402 @@
+package mongo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/mongo/gridfs"
+	"go.mongodb.org/mongo-driver/mongo/options"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// inlineLimit is the most raw plus normalized bytes kept inside a document
+// record; larger payloads go to GridFS (a MongoDB document holds 16 MiB at
+// most, and a 30 MB attachment is a real email).
+const inlineLimit = 8 << 20
+
+// docRecord is a document version as stored. Normalized is JSON text, so
+// that metadata round-trips exactly as on SQLite. When Large is set, Raw
+// and Normalized live in GridFS under the document ID.
+type docRecord struct {
+	ID          string        `bson:"_id"`
+	Rev         int64         `bson:"rev"`
+	Client      string        `bson:"client"`
+	SourceType  string        `bson:"sourceType"`
+	Connection  string        `bson:"connection"`
+	ExternalID  string        `bson:"externalId"`
+	Version     int           `bson:"version"`
+	ContentHash string        `bson:"contentHash"`
+	Raw         []byte        `bson:"raw,omitempty"`
+	Normalized  string        `bson:"normalized"`
+	Large       bool          `bson:"large,omitempty"`
+	ObservedAt  int64         `bson:"observedAt"`
+	State       string        `bson:"state"`
+	LeaseOwner  string        `bson:"leaseOwner"`
+	LeaseUntil  int64         `bson:"leaseUntil"`
+	Attempts    int           `bson:"attempts"`
+	MaxAttempts int           `bson:"maxAttempts"`
+	RunAfter    int64         `bson:"runAfter"`
+	Error       *errRecord    `bson:"error"`
+	UpdatedAt   int64         `bson:"updatedAt"`
+	Outbox      []eventRecord `bson:"outbox"`
+}
+
+func (r docRecord) document() (store.Document, error) {
+	d := store.Document{
+		ID: r.ID, Client: r.Client, SourceType: store.SourceType(r.SourceType), Connection: r.Connection,
+		ExternalID: r.ExternalID, Version: r.Version, ContentHash: r.ContentHash, Raw: r.Raw,
+		ObservedAt: fromMicros(r.ObservedAt), State: store.DocumentState(r.State), LeaseOwner: r.LeaseOwner,
+		LeaseUntil: fromMicros(r.LeaseUntil), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
+		RunAfter: fromMicros(r.RunAfter), Error: r.Error.info(), UpdatedAt: fromMicros(r.UpdatedAt),
+	}
+	if err := json.Unmarshal([]byte(r.Normalized), &d.Normalized); err != nil {
+		return d, fmt.Errorf("document %s: decode normalized: %w", r.ID, err)
+	}
+	return d, nil
+}
+
+func (s *Store) bucket() (*gridfs.Bucket, error) {
+	return gridfs.NewBucket(s.db, options.GridFSBucket().SetName("document_payloads"))
+}
+
+// Names of a large document's GridFS files.
+func rawFile(id string) string        { return id + "/raw" }
+func normalizedFile(id string) string { return id + "/normalized" }
+
+// loadLarge reads a large document's payloads from GridFS; raw only when
+// withRaw.
+func (s *Store) loadLarge(r *docRecord, withRaw bool) error {
+	if !r.Large {
+		return nil
+	}
+	b, err := s.bucket()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if _, err := b.DownloadToStream(normalizedFile(r.ID), &buf); err != nil {
+		return fmt.Errorf("document %s: read normalized from GridFS: %w", r.ID, err)
+	}
+	r.Normalized = buf.String()
+	if withRaw {
+		var raw bytes.Buffer
+		if _, err := b.DownloadToStream(rawFile(r.ID), &raw); err != nil {
+			return fmt.Errorf("document %s: read raw from GridFS: %w", r.ID, err)
+		}
+		r.Raw = raw.Bytes()
+	}
+	return nil
+}
+
+// storeLarge writes a large document's payloads to GridFS. Files already
+// there (a put repeated after a crash) are replaced.
+func (s *Store) storeLarge(id string, raw, normalized []byte) error {
+	b, err := s.bucket()
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{rawFile(id): raw, normalizedFile(id): normalized} {
+		if err := b.Delete(name); err != nil && !errors.Is(err, gridfs.ErrFileNotFound) {
+			return fmt.Errorf("document %s: GridFS: %w", id, err)
+		}
+		if err := b.UploadFromStreamWithID(name, name, bytes.NewReader(data)); err != nil {
+			return fmt.Errorf("document %s: GridFS: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// PutDocument implements store.Documents. Order: (large payloads to
+// GridFS,) insert the record with its "stored" event in the outbox, flush.
+// The version number is one more than the item's highest; two writers that
+// take the same number collide on the unique version index and the loser
+// takes the next.
+func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Document, bool, error) {
+	now := time.Now()
+	doc, err := store.PrepareDocument(doc, now)
+	if err != nil {
+		return doc, false, err
+	}
+	normalized, err := json.Marshal(doc.Normalized)
+	if err != nil {
+		return doc, false, fmt.Errorf("%w: normalized: %v", store.ErrInvalid, err)
+	}
+	for range 20 {
+		if existing, err := s.GetDocument(ctx, doc.Client, doc.ID); err == nil {
+			return existing, false, nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return doc, false, err
+		}
+		var last docRecord
+		err := s.docs.FindOne(ctx, bson.M{"client": doc.Client, "sourceType": string(doc.SourceType), "externalId": doc.ExternalID},
+			options.FindOne().SetSort(bson.D{{Key: "version", Value: -1}}).SetProjection(bson.M{"version": 1})).Decode(&last)
+		if err = notFound(err, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return doc, false, fmt.Errorf("put document: %w", err)
+		}
+		doc.Version = last.Version + 1
+		r := docRecord{
+			ID: doc.ID, Client: doc.Client, SourceType: string(doc.SourceType), Connection: doc.Connection,
+			ExternalID: doc.ExternalID, Version: doc.Version, ContentHash: doc.ContentHash, Raw: doc.Raw,
+			Normalized: string(normalized), ObservedAt: micros(doc.ObservedAt), State: string(doc.State),
+			MaxAttempts: doc.MaxAttempts, UpdatedAt: micros(now),
+		}
+		if len(doc.Raw)+len(normalized) > inlineLimit {
+			if err := s.storeLarge(doc.ID, doc.Raw, normalized); err != nil {
+				return doc, false, err
+			}
+			r.Raw, r.Normalized, r.Large = nil, "{}", true
+		}
+		data, _ := json.Marshal(map[string]any{"sourceType": doc.SourceType, "externalId": doc.ExternalID, "version": doc.Version, "connection": doc.Connection})
+		r.Outbox = []eventRecord{toEventRecord(outboxKey(doc.ID, 0), store.Event{At: now, Client: doc.Client, Aggregate: store.AggregateDocument, AggregateID: doc.ID, Type: store.EventDocumentStored, Data: data})}
+		_, err = s.docs.InsertOne(ctx, r)
+		if onlyDuplicates(err) {
+			continue // the same content, or the same version number, stored meanwhile
+		}
+		if err != nil {
+			return doc, false, fmt.Errorf("put document: %w", err)
+		}
+		return doc, true, s.flush(ctx, s.docs, []string{doc.ID})
+	}
+	return doc, false, fmt.Errorf("put document %s: %w: too many concurrent versions", doc.ID, store.ErrConflict)
+}
+
+// GetDocument implements store.Documents.
+func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Document, error) {
+	var r docRecord
+	if err := s.docs.FindOne(ctx, bson.M{"_id": id, "client": client}, options.FindOne().SetProjection(bson.M{"outbox": 0})).Decode(&r); err != nil {
+		return store.Document{}, notFound(err, "document "+id)
+	}
+	if err := s.loadLarge(&r, true); err != nil {
+		return store.Document{}, err
+	}
+	return r.document()
+}
+
+func (s *Store) findDocuments(ctx context.Context, filter any, withRaw bool, opts *options.FindOptions) ([]store.Document, error) {
+	proj := bson.M{"outbox": 0}
+	if !withRaw {
+		proj["raw"] = 0
+	}
+	cur, err := s.docs.Find(ctx, filter, opts.SetProjection(proj))
+	if err != nil {
+		return nil, err
+	}
+	var recs []docRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, err
+	}
+	out := make([]store.Document, len(recs))
+	for i := range recs {
+		if err := s.loadLarge(&recs[i], withRaw); err != nil {
+			return nil, err
+		}
+		if out[i], err = recs[i].document(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// listFilter matches equal fields (empty values match all) and, with
+// after, what comes after it in (updatedAt descending, _id) order.
+func listFilter(eq bson.M, after *store.Position) bson.M {
+	f := bson.M{}
+	for k, v := range eq {
+		if v != "" {
+			f[k] = v
+		}
+	}
+	if after != nil {
+		at := micros(after.UpdatedAt)
+		f["$or"] = bson.A{
+			bson.M{"updatedAt": bson.M{"$lt": at}},
+			bson.M{"updatedAt": at, "_id": bson.M{"$gt": after.ID}},
+		}
+	}
+	return f
+}
+
+func listOptions(limit int) *options.FindOptions {
+	if limit <= 0 {
+		limit = 100
+	}
+	return options.Find().SetSort(bson.D{{Key: "updatedAt", Value: -1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit))
+}
+
+// ListDocuments implements store.Documents.
+func (s *Store) ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error) {
+	filter := listFilter(bson.M{"client": q.Client, "state": string(q.State), "sourceType": string(q.SourceType)}, q.After)
+	ds, err := s.findDocuments(ctx, filter, false, listOptions(q.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("list documents: %w", err)
+	}
+	return ds, nil
+}
+
+// ListDocumentVersions implements store.Documents.
+func (s *Store) ListDocumentVersions(ctx context.Context, client string, source store.SourceType, externalID string) ([]store.Document, error) {
+	ds, err := s.findDocuments(ctx, bson.M{"client": client, "sourceType": string(source), "externalId": externalID}, true,
+		options.Find().SetSort(bson.D{{Key: "version", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("list document versions: %w", err)
+	}
+	return ds, nil
+}
+
+// ClaimDocuments implements store.Documents, as ClaimTasks does.
+func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Document, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	filter := bson.M{"state": string(store.DocNew), "runAfter": bson.M{"$lte": micros(c.Now)}}
+	opts := func() *options.FindOptions {
+		return options.Find().SetSort(bson.D{{Key: "runAfter", Value: 1}, {Key: "observedAt", Value: 1}}).SetLimit(int64(c.Limit))
+	}
+	for {
+		cands, err := s.findDocRecords(ctx, filter, opts())
+		if err != nil {
+			return nil, fmt.Errorf("claim documents: %w", err)
+		}
+		if len(cands) == 0 {
+			return nil, nil
+		}
+		var out []store.Document
+		var ids []string
+		for _, r := range cands {
+			d, err := r.document()
+			if err != nil {
+				return out, err
+			}
+			d.State, d.LeaseOwner, d.LeaseUntil, d.UpdatedAt = store.DocIndexing, c.Owner, c.LeaseUntil, c.Now
+			d.Attempts++
+			ok, err := s.compareAndSet(ctx, s.docs, r.ID, r.Rev, bson.M{
+				"state": string(d.State), "leaseOwner": d.LeaseOwner, "leaseUntil": micros(d.LeaseUntil),
+				"attempts": d.Attempts, "updatedAt": micros(c.Now),
+			}, store.DocumentStateEvent(d, store.DocNew, c.Owner, "claim", c.Now))
+			if err != nil {
+				return out, fmt.Errorf("claim documents: %w", err)
+			}
+			if !ok {
+				continue
+			}
+			if err := s.loadLarge(&r, true); err != nil {
+				return out, err
+			}
+			d.Raw = r.Raw
+			if r.Large {
+				if err := json.Unmarshal([]byte(r.Normalized), &d.Normalized); err != nil {
+					return out, fmt.Errorf("document %s: decode normalized: %w", r.ID, err)
+				}
+			}
+			out = append(out, d)
+			ids = append(ids, d.ID)
+		}
+		if len(out) > 0 {
+			return out, s.flush(ctx, s.docs, ids)
+		}
+	}
+}
+
+func (s *Store) findDocRecords(ctx context.Context, filter any, opts *options.FindOptions) ([]docRecord, error) {
+	cur, err := s.docs.Find(ctx, filter, opts.SetProjection(bson.M{"outbox": 0}))
+	if err != nil {
+		return nil, err
+	}
+	var recs []docRecord
+	return recs, cur.All(ctx, &recs)
+}
+
+// ExtendDocumentLeases implements store.Documents.
+func (s *Store) ExtendDocumentLeases(ctx context.Context, owner string, ids []string, until time.Time) (int, error) {
+	return s.extendLeases(ctx, s.docs, []string{string(store.DocIndexing)}, owner, ids, until)
+}
+
+// TransitionDocuments implements store.Documents.
+func (s *Store) TransitionDocuments(ctx context.Context, ts []store.DocumentTransition) error {
+	var skipped []error
+	var done []string
+	now := time.Now()
+	for _, t := range ts {
+		err := s.transitionDocument(ctx, t, now)
+		switch {
+		case err == nil:
+			done = append(done, t.ID)
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrIllegalTransition), errors.Is(err, store.ErrNotFound):
+			skipped = append(skipped, err)
+		default:
+			return errors.Join(err, s.flush(ctx, s.docs, done))
+		}
+	}
+	if err := s.flush(ctx, s.docs, done); err != nil {
+		return err
+	}
+	return errors.Join(skipped...)
+}
+
+func (s *Store) transitionDocument(ctx context.Context, t store.DocumentTransition, now time.Time) error {
+	for {
+		recs, err := s.findDocRecords(ctx, bson.M{"_id": t.ID}, options.Find().SetLimit(1))
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			return fmt.Errorf("document %s: %w", t.ID, store.ErrNotFound)
+		}
+		r := recs[0]
+		cur, err := r.document()
+		if err != nil {
+			return err
+		}
+		if err := store.CheckDocumentTransition(cur, t); err != nil {
+			return err
+		}
+		ok, err := s.applyDocument(ctx, r, t, t.Owner, now)
+		if err != nil || ok {
+			return err
+		}
+	}
+}
+
+// applyDocument applies t to the record r by compare-and-set.
+func (s *Store) applyDocument(ctx context.Context, r docRecord, t store.DocumentTransition, owner string, now time.Time) (bool, error) {
+	cur, err := r.document()
+	if err != nil {
+		return false, err
+	}
+	d := store.ApplyDocumentTransition(cur, t, now)
+	return s.compareAndSet(ctx, s.docs, r.ID, r.Rev, bson.M{
+		"state": string(d.State), "leaseOwner": "", "leaseUntil": int64(0), "runAfter": micros(d.RunAfter),
+		"attempts": d.Attempts, "error": toErrRecord(d.Error), "updatedAt": micros(now),
+	}, store.DocumentStateEvent(d, t.From, owner, t.Reason, now))
+}
+
+// RescueDocuments implements store.Documents.
+func (s *Store) RescueDocuments(ctx context.Context, now time.Time) (int, error) {
+	recs, err := s.findDocRecords(ctx, bson.M{"state": string(store.DocIndexing), "leaseUntil": bson.M{"$gt": 0, "$lt": micros(now)}}, options.Find())
+	if err != nil {
+		return 0, fmt.Errorf("rescue documents: %w", err)
+	}
+	n := 0
+	var ids []string
+	for _, r := range recs {
+		cur, err := r.document()
+		if err != nil {
+			return n, err
+		}
+		ok, err := s.applyDocument(ctx, r, store.RescueDocument(cur, now), "", now)
+		if err != nil {
+			return n, fmt.Errorf("rescue documents: %w", err)
+		}
+		if ok {
+			n++
+			ids = append(ids, r.ID)
+		}
+	}
+	return n, errors.Join(s.flush(ctx, s.docs, ids), s.flushStale(ctx, s.docs, time.Now()))
+}

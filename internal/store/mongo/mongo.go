@@ -1,0 +1,419 @@
+// Package mongo is the MongoDB backend of internal/store, for deployments
+// that outgrow one machine: several `jervis serve --roles=...` processes
+// share one database and split the work through leases.
+//
+// It uses no multi-document transactions, so it runs on a standalone server
+// as well as on a replica set. Every step that writes more than one thing is
+// ordered and idempotent:
+//
+//   - A state change of a document or task (claim, transition, rescue) is one
+//     compare-and-set update of that record, guarded by its revision
+//     counter, which also pushes the event that records the change onto the
+//     record's outbox. Only then is the outbox flushed: sequence numbers are
+//     taken from the counter, the events are inserted under keys derived
+//     from (record, revision) — so inserting one twice is a no-op — and
+//     pulled from the outbox. A crash between the update and the flush
+//     leaves the event in the outbox; the next change of that record
+//     flushes it first, and the lease rescue that workers run periodically
+//     flushes outboxes left behind for longer than a minute.
+//   - PutDocument and EnqueueTasks insert the record with its "stored" or
+//     "created" event already in the outbox, then flush.
+//   - SaveTaskMemory writes the memory, then appends its event (a crash in
+//     between keeps the memory and loses only that event).
+//
+// Sequence numbers increase in the order they are taken, not in the order
+// events become visible: with several writers, an event can appear after one
+// with a higher number (a reader following AfterSeq may see it late; the
+// SQLite backend has no such gap).
+package mongo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	mgo "go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+	"go.mongodb.org/mongo-driver/mongo/readpref"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// Options configure Open.
+type Options struct {
+	// URI is the connection string, e.g. mongodb://mongo:27017/?replicaSet=rs0.
+	URI string
+	// Database defaults to the URI's path, else "jervis".
+	Database string
+	// Timeout bounds connecting and every operation, retries included
+	// (default 30s).
+	Timeout time.Duration
+}
+
+// Store is the MongoDB pipeline store.
+type Store struct {
+	client *mgo.Client
+	db     *mgo.Database
+
+	docs, tasks, memories, events, counters *mgo.Collection
+	aliases, cursors, clients, keys, links  *mgo.Collection
+	answers                                 *mgo.Collection
+	raws                                    *mgo.Collection
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Collection names.
+const (
+	collDocuments = "documents"
+	collTasks     = "tasks"
+)
+
+// Open connects, checks the server answers and creates the indexes.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Database == "" {
+		o.Database = databaseOf(o.URI)
+	}
+	opts := options.Client().ApplyURI(o.URI).
+		SetServerSelectionTimeout(o.Timeout).
+		SetConnectTimeout(o.Timeout).
+		SetTimeout(o.Timeout).
+		SetAppName("jervis")
+	client, err := mgo.Connect(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("mongodb %s: %w", redact(o.URI), err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := client.Ping(pingCtx, readpref.Primary()); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, fmt.Errorf("mongodb %s does not answer: %w", redact(o.URI), err)
+	}
+	db := client.Database(o.Database)
+	s := &Store{
+		client: client, db: db,
+		docs: db.Collection(collDocuments), tasks: db.Collection(collTasks),
+		memories: db.Collection("task_memory"), events: db.Collection("events"), counters: db.Collection("counters"),
+		aliases: db.Collection("aliases"), cursors: db.Collection("cursors"), clients: db.Collection("clients"),
+		keys: db.Collection("api_keys"), links: db.Collection("link_patterns"), answers: db.Collection("model_answers"),
+		raws: db.Collection("document_raw"),
+	}
+	if err := s.ensureIndexes(ctx); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, fmt.Errorf("mongodb %s: create indexes: %w", redact(o.URI), err)
+	}
+	return s, nil
+}
+
+// databaseOf returns the database named in the URI's path, or "jervis".
+func databaseOf(uri string) string {
+	if u, err := url.Parse(uri); err == nil {
+		if name := strings.Trim(u.Path, "/"); name != "" {
+			return name
+		}
+	}
+	return "jervis"
+}
+
+// redact drops the password from a URI for messages and logs.
+func redact(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "(unparsable URI)"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	return u.String()
+}
+
+func (s *Store) ensureIndexes(ctx context.Context) error {
+	idx := func(keys bson.D, unique bool, name string) mgo.IndexModel {
+		o := options.Index().SetName(name)
+		if unique {
+			o.SetUnique(true)
+		}
+		return mgo.IndexModel{Keys: keys, Options: o}
+	}
+	all := map[*mgo.Collection][]mgo.IndexModel{
+		s.docs: {
+			idx(bson.D{{Key: "client", Value: 1}, {Key: "sourceType", Value: 1}, {Key: "externalId", Value: 1}, {Key: "version", Value: 1}}, true, "versions"),
+			idx(bson.D{{Key: "state", Value: 1}, {Key: "runAfter", Value: 1}, {Key: "observedAt", Value: 1}}, false, "claim"),
+			idx(bson.D{{Key: "state", Value: 1}, {Key: "leaseUntil", Value: 1}}, false, "rescue"),
+			idx(bson.D{{Key: "client", Value: 1}, {Key: "updatedAt", Value: -1}, {Key: "_id", Value: 1}}, false, "listing"),
+			idx(bson.D{{Key: "state", Value: 1}, {Key: "updatedAt", Value: 1}}, false, "waiting"),
+			idx(bson.D{{Key: "outbox.at", Value: 1}}, false, "outbox"),
+		},
+		s.tasks: {
+			idx(bson.D{{Key: "state", Value: 1}, {Key: "priority", Value: -1}, {Key: "runAfter", Value: 1}}, false, "claim"),
+			idx(bson.D{{Key: "state", Value: 1}, {Key: "leaseUntil", Value: 1}}, false, "rescue"),
+			idx(bson.D{{Key: "client", Value: 1}, {Key: "updatedAt", Value: -1}, {Key: "_id", Value: 1}}, false, "listing"),
+			idx(bson.D{{Key: "state", Value: 1}, {Key: "updatedAt", Value: 1}}, false, "waiting"),
+			idx(bson.D{{Key: "sourceDoc", Value: 1}}, false, "sourceDoc"),
+			idx(bson.D{{Key: "outbox.at", Value: 1}}, false, "outbox"),
+		},
+		s.events: {
+			idx(bson.D{{Key: "seq", Value: 1}}, true, "seq"),
+			idx(bson.D{{Key: "client", Value: 1}, {Key: "seq", Value: 1}}, false, "client"),
+			idx(bson.D{{Key: "aggregateId", Value: 1}, {Key: "seq", Value: 1}}, false, "aggregate"),
+		},
+		s.memories: {idx(bson.D{{Key: "client", Value: 1}}, false, "client")},
+		s.keys: {
+			idx(bson.D{{Key: "hash", Value: 1}}, true, "hash"),
+			idx(bson.D{{Key: "client", Value: 1}, {Key: "createdAt", Value: 1}}, false, "client"),
+		},
+		s.links: {idx(bson.D{{Key: "client", Value: 1}, {Key: "kind", Value: 1}, {Key: "pattern", Value: 1}}, true, "pattern")},
+	}
+	for c, models := range all {
+		if _, err := c.Indexes().CreateMany(ctx, models); err != nil {
+			return fmt.Errorf("%s: %w", c.Name(), err)
+		}
+	}
+	return nil
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.client.Ping(ctx, readpref.Primary())
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	return s.client.Disconnect(context.Background())
+}
+
+// Drop deletes the whole database (tests).
+func (s *Store) Drop(ctx context.Context) error { return s.db.Drop(ctx) }
+
+// micros is a time as stored: microseconds since the epoch, 0 for none.
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(v).UTC()
+}
+
+// errRecord is an ErrorInfo as stored (a sub-document, so that statistics
+// can group by class).
+type errRecord struct {
+	Class       string `bson:"class"`
+	Message     string `bson:"message"`
+	Recoverable bool   `bson:"recoverable"`
+}
+
+func toErrRecord(e *store.ErrorInfo) *errRecord {
+	if e == nil {
+		return nil
+	}
+	return &errRecord{Class: e.Class, Message: e.Message, Recoverable: e.Recoverable}
+}
+
+func (e *errRecord) info() *store.ErrorInfo {
+	if e == nil {
+		return nil
+	}
+	return &store.ErrorInfo{Class: e.Class, Message: e.Message, Recoverable: e.Recoverable}
+}
+
+// eventRecord is an event as stored, in the events collection and in a
+// record's outbox. ID makes inserting the same event twice a no-op.
+type eventRecord struct {
+	ID          string `bson:"_id"`
+	Seq         int64  `bson:"seq,omitempty"`
+	At          int64  `bson:"at"`
+	Client      string `bson:"client"`
+	Aggregate   string `bson:"aggregate"`
+	AggregateID string `bson:"aggregateId"`
+	Type        string `bson:"type"`
+	Data        string `bson:"data,omitempty"`
+}
+
+func toEventRecord(id string, e store.Event) eventRecord {
+	return eventRecord{ID: id, At: micros(e.At), Client: e.Client, Aggregate: e.Aggregate, AggregateID: e.AggregateID, Type: e.Type, Data: string(e.Data)}
+}
+
+func (r eventRecord) event() store.Event {
+	e := store.Event{Seq: r.Seq, At: fromMicros(r.At), Client: r.Client, Aggregate: r.Aggregate, AggregateID: r.AggregateID, Type: r.Type}
+	if r.Data != "" {
+		e.Data = json.RawMessage(r.Data)
+	}
+	return e
+}
+
+// outboxKey names the event of a record's revision.
+func outboxKey(id string, rev int64) string { return fmt.Sprintf("%s#%d", id, rev) }
+
+// nextSeqs reserves n sequence numbers and returns the first.
+func (s *Store) nextSeqs(ctx context.Context, n int) (int64, error) {
+	var c struct {
+		Seq int64 `bson:"seq"`
+	}
+	err := s.counters.FindOneAndUpdate(ctx, bson.M{"_id": "events"}, bson.M{"$inc": bson.M{"seq": int64(n)}},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&c)
+	if err != nil {
+		return 0, fmt.Errorf("event sequence: %w", err)
+	}
+	return c.Seq - int64(n) + 1, nil
+}
+
+// insertEvents numbers the events and inserts them; events already stored
+// (a flush repeated after a crash or by a concurrent writer) are skipped.
+func (s *Store) insertEvents(ctx context.Context, evs []eventRecord) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	first, err := s.nextSeqs(ctx, len(evs))
+	if err != nil {
+		return err
+	}
+	docs := make([]any, len(evs))
+	for i := range evs {
+		evs[i].Seq = first + int64(i)
+		docs[i] = evs[i]
+	}
+	_, err = s.events.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if err != nil && !onlyDuplicates(err) {
+		return fmt.Errorf("insert events: %w", err)
+	}
+	return nil
+}
+
+// flush moves the outbox events of the records ids of coll into the event
+// log, in the order they were pushed.
+func (s *Store) flush(ctx context.Context, coll *mgo.Collection, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.flushWhere(ctx, coll, bson.M{"_id": bson.M{"$in": ids}})
+}
+
+func (s *Store) flushWhere(ctx context.Context, coll *mgo.Collection, filter bson.M) error {
+	cur, err := coll.Find(ctx, filter, options.Find().SetProjection(bson.M{"outbox": 1}))
+	if err != nil {
+		return fmt.Errorf("%s outbox: %w", coll.Name(), err)
+	}
+	var recs []struct {
+		ID     string        `bson:"_id"`
+		Outbox []eventRecord `bson:"outbox"`
+	}
+	if err := cur.All(ctx, &recs); err != nil {
+		return fmt.Errorf("%s outbox: %w", coll.Name(), err)
+	}
+	var evs []eventRecord
+	for _, r := range recs {
+		evs = append(evs, r.Outbox...)
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := s.insertEvents(ctx, evs); err != nil {
+		return err
+	}
+	// Pulled by exact value ($pullAll): an entry pushed meanwhile stays.
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
+	}
+	done := make(bson.A, 0, len(evs))
+	for _, r := range recs {
+		for _, e := range r.Outbox {
+			done = append(done, e)
+		}
+	}
+	if _, err := coll.UpdateMany(ctx, bson.M{"_id": bson.M{"$in": ids}}, bson.M{"$pullAll": bson.M{"outbox": done}}); err != nil {
+		return fmt.Errorf("%s outbox: %w", coll.Name(), err)
+	}
+	return nil
+}
+
+// pendingOutbox matches records whose outbox holds an event.
+var pendingOutbox = bson.M{"outbox.at": bson.M{"$gt": 0}}
+
+// flushStale flushes outboxes left behind (by a writer that crashed between
+// its update and its flush) for longer than a minute.
+func (s *Store) flushStale(ctx context.Context, coll *mgo.Collection, now time.Time) error {
+	return s.flushWhere(ctx, coll, bson.M{"outbox.at": bson.M{"$gt": 0, "$lt": micros(now.Add(-time.Minute))}})
+}
+
+// onlyDuplicates reports whether every error of a write is a duplicate key.
+func onlyDuplicates(err error) bool {
+	var bw mgo.BulkWriteException
+	if errors.As(err, &bw) {
+		if bw.WriteConcernError != nil || len(bw.WriteErrors) == 0 {
+			return false
+		}
+		for _, we := range bw.WriteErrors {
+			if we.Code != 11000 {
+				return false
+			}
+		}
+		return true
+	}
+	return mgo.IsDuplicateKeyError(err)
+}
+
+// duplicateIndexes returns the positions of the inserts a bulk write refused
+// as duplicates, or ok=false when it failed otherwise.
+func duplicateIndexes(err error) (map[int]bool, bool) {
+	if err == nil {
+		return nil, true
+	}
+	var bw mgo.BulkWriteException
+	if !errors.As(err, &bw) || !onlyDuplicates(err) {
+		return nil, false
+	}
+	out := make(map[int]bool, len(bw.WriteErrors))
+	for _, we := range bw.WriteErrors {
+		out[we.Index] = true
+	}
+	return out, true
+}
+
+// newID returns a random identifier for events appended directly.
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "ev:" + hex.EncodeToString(b[:])
+}
+
+// notFound turns the driver's no-documents error into store.ErrNotFound.
+func notFound(err error, what string) error {
+	if errors.Is(err, mgo.ErrNoDocuments) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+// ServerVersion names the server: "MongoDB 7.0.14", or "FerretDB v1.24.0"
+// for FerretDB (which speaks the same protocol but lacks atomic conditional
+// updates; see storetest.Caps).
+func (s *Store) ServerVersion(ctx context.Context) (string, error) {
+	var info struct {
+		Version         string `bson:"version"`
+		FerretDBVersion string `bson:"ferretdbVersion"`
+	}
+	if err := s.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return "", fmt.Errorf("buildInfo: %w", err)
+	}
+	if info.FerretDBVersion != "" {
+		return "FerretDB " + info.FerretDBVersion, nil
+	}
+	return "MongoDB " + info.Version, nil
+}

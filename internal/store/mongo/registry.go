@@ -1,0 +1,486 @@
+package mongo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	mgo "go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// SaveTaskMemory implements store.Memories. Order: upsert the memory (an
+// ID held by another client collides on the primary key), then append its
+// event.
+func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
+	if m.TaskID == "" || m.Client == "" {
+		return fmt.Errorf("%w: task memory: taskId and client are required", store.ErrInvalid)
+	}
+	now := time.Now()
+	m.UpdatedAt = now.UTC()
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("%w: task memory: %v", store.ErrInvalid, err)
+	}
+	_, err = s.memories.UpdateOne(ctx, bson.M{"_id": m.TaskID, "client": m.Client},
+		bson.M{"$set": bson.M{"data": string(data), "updatedAt": micros(now)}}, options.Update().SetUpsert(true))
+	if mgo.IsDuplicateKeyError(err) {
+		return fmt.Errorf("task memory %s belongs to another client: %w", m.TaskID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("save task memory: %w", err)
+	}
+	ev, _ := json.Marshal(map[string]any{"routingDecision": m.RoutingDecision})
+	_, err = s.AppendEvent(ctx, store.Event{At: now, Client: m.Client, Aggregate: store.AggregateTask, AggregateID: m.TaskID, Type: store.EventTaskMemorySaved, Data: ev})
+	return err
+}
+
+// GetTaskMemory implements store.Memories.
+func (s *Store) GetTaskMemory(ctx context.Context, client, taskID string) (store.TaskMemory, error) {
+	var m store.TaskMemory
+	var r struct {
+		Data string `bson:"data"`
+	}
+	if err := s.memories.FindOne(ctx, bson.M{"_id": taskID, "client": client}).Decode(&r); err != nil {
+		return m, notFound(err, "task memory "+taskID)
+	}
+	if err := json.Unmarshal([]byte(r.Data), &m); err != nil {
+		return m, fmt.Errorf("task memory %s: decode: %w", taskID, err)
+	}
+	return m, nil
+}
+
+// DeleteTaskMemory implements store.Memories.
+func (s *Store) DeleteTaskMemory(ctx context.Context, client, taskID string) error {
+	_, err := s.memories.DeleteOne(ctx, bson.M{"_id": taskID, "client": client})
+	return err
+}
+
+// AppendEvent implements store.Events.
+func (s *Store) AppendEvent(ctx context.Context, e store.Event) (store.Event, error) {
+	if e.Aggregate == "" || e.Type == "" {
+		return e, fmt.Errorf("%w: event: aggregate and type are required", store.ErrInvalid)
+	}
+	if len(e.Data) > 0 && !json.Valid(e.Data) {
+		return e, fmt.Errorf("%w: event data: not valid JSON", store.ErrInvalid)
+	}
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	e.At = fromMicros(micros(e.At))
+	r := []eventRecord{toEventRecord(newID(), e)}
+	if err := s.insertEvents(ctx, r); err != nil {
+		return e, err
+	}
+	e.Seq = r[0].Seq
+	return e, nil
+}
+
+// LatestEventSeq implements store.Events.
+func (s *Store) LatestEventSeq(ctx context.Context) (int64, error) {
+	var r eventRecord
+	err := s.events.FindOne(ctx, bson.M{}, options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}}).SetProjection(bson.M{"seq": 1})).Decode(&r)
+	if errors.Is(err, mgo.ErrNoDocuments) {
+		return 0, nil
+	}
+	return r.Seq, err
+}
+
+// ListEvents implements store.Events.
+func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
+	filter := bson.M{"seq": bson.M{"$gt": q.AfterSeq}}
+	for k, v := range map[string]string{"client": q.Client, "aggregate": q.Aggregate, "aggregateId": q.AggregateID} {
+		if v != "" {
+			filter[k] = v
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	cur, err := s.events.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "seq", Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	var recs []eventRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	out := make([]store.Event, len(recs))
+	for i, r := range recs {
+		out[i] = r.event()
+	}
+	return out, nil
+}
+
+// pairKey is the primary key of a per-client entry.
+func pairKey(client, key string) string { return client + "\x00" + key }
+
+// ResolveAlias implements store.Aliases.
+func (s *Store) ResolveAlias(ctx context.Context, client, alias string) (string, error) {
+	var r struct {
+		Canonical string `bson:"canonical"`
+	}
+	if err := s.aliases.FindOne(ctx, bson.M{"_id": pairKey(client, alias)}).Decode(&r); err != nil {
+		return "", notFound(err, "alias "+alias)
+	}
+	return r.Canonical, nil
+}
+
+// RecordAlias implements store.Aliases.
+func (s *Store) RecordAlias(ctx context.Context, client, alias, canonical string) error {
+	if client == "" || alias == "" || canonical == "" {
+		return fmt.Errorf("%w: alias: client, alias and canonical are required", store.ErrInvalid)
+	}
+	_, err := s.aliases.UpdateOne(ctx, bson.M{"_id": pairKey(client, alias)},
+		bson.M{"$set": bson.M{"client": client, "alias": alias, "canonical": canonical, "updatedAt": micros(time.Now())}},
+		options.Update().SetUpsert(true))
+	return err
+}
+
+// GetCursor implements store.Cursors.
+func (s *Store) GetCursor(ctx context.Context, key string) (string, error) {
+	var r struct {
+		Value string `bson:"value"`
+	}
+	if err := s.cursors.FindOne(ctx, bson.M{"_id": key}).Decode(&r); err != nil {
+		return "", notFound(err, "cursor "+key)
+	}
+	return r.Value, nil
+}
+
+// CommitCursor implements store.Cursors.
+func (s *Store) CommitCursor(ctx context.Context, key, value string) error {
+	if key == "" {
+		return fmt.Errorf("%w: cursor key required", store.ErrInvalid)
+	}
+	_, err := s.cursors.UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"value": value, "updatedAt": micros(time.Now())}},
+		options.Update().SetUpsert(true))
+	return err
+}
+
+type clientRecord struct {
+	ID        string `bson:"_id"`
+	Name      string `bson:"name"`
+	CreatedAt int64  `bson:"createdAt"`
+}
+
+// PutClient implements store.Clients.
+func (s *Store) PutClient(ctx context.Context, c store.Client) (bool, error) {
+	if err := store.ValidateClientID(c.ID); err != nil {
+		return false, err
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = time.Now()
+	}
+	_, err := s.clients.InsertOne(ctx, clientRecord{ID: c.ID, Name: c.Name, CreatedAt: micros(c.CreatedAt)})
+	if mgo.IsDuplicateKeyError(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// GetClient implements store.Clients.
+func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) {
+	var r clientRecord
+	if err := s.clients.FindOne(ctx, bson.M{"_id": id}).Decode(&r); err != nil {
+		return store.Client{}, notFound(err, fmt.Sprintf("client %q", id))
+	}
+	return store.Client{ID: r.ID, Name: r.Name, CreatedAt: fromMicros(r.CreatedAt)}, nil
+}
+
+// ListClients implements store.Clients.
+func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
+	cur, err := s.clients.Find(ctx, bson.M{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("list clients: %w", err)
+	}
+	var recs []clientRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("list clients: %w", err)
+	}
+	out := make([]store.Client, len(recs))
+	for i, r := range recs {
+		out[i] = store.Client{ID: r.ID, Name: r.Name, CreatedAt: fromMicros(r.CreatedAt)}
+	}
+	return out, nil
+}
+
+type keyRecord struct {
+	ID        string `bson:"_id"`
+	Client    string `bson:"client"`
+	Role      string `bson:"role"`
+	Name      string `bson:"name"`
+	Hash      string `bson:"hash"`
+	CreatedAt int64  `bson:"createdAt"`
+	RevokedAt int64  `bson:"revokedAt"`
+}
+
+func (r keyRecord) key() store.APIKey {
+	return store.APIKey{ID: r.ID, Client: r.Client, Role: r.Role, Name: r.Name, Hash: r.Hash, CreatedAt: fromMicros(r.CreatedAt), RevokedAt: fromMicros(r.RevokedAt)}
+}
+
+// CreateAPIKey implements store.Clients.
+func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
+	if err := store.ValidateAPIKey(k); err != nil {
+		return err
+	}
+	if k.CreatedAt.IsZero() {
+		k.CreatedAt = time.Now()
+	}
+	_, err := s.keys.InsertOne(ctx, keyRecord{ID: k.ID, Client: k.Client, Role: k.Role, Name: k.Name, Hash: k.Hash, CreatedAt: micros(k.CreatedAt)})
+	if mgo.IsDuplicateKeyError(err) {
+		return fmt.Errorf("api key %s: %w", k.ID, store.ErrConflict)
+	}
+	return err
+}
+
+// LookupAPIKey implements store.Clients.
+func (s *Store) LookupAPIKey(ctx context.Context, hash string) (store.APIKey, error) {
+	var r keyRecord
+	if err := s.keys.FindOne(ctx, bson.M{"hash": hash, "revokedAt": int64(0)}).Decode(&r); err != nil {
+		return store.APIKey{}, notFound(err, "api key")
+	}
+	return r.key(), nil
+}
+
+// ListAPIKeys implements store.Clients.
+func (s *Store) ListAPIKeys(ctx context.Context, client string) ([]store.APIKey, error) {
+	cur, err := s.keys.Find(ctx, bson.M{"client": client}, options.Find().SetSort(bson.D{{Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	var recs []keyRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	out := make([]store.APIKey, len(recs))
+	for i, r := range recs {
+		out[i] = r.key()
+	}
+	return out, nil
+}
+
+// RevokeAPIKey implements store.Clients.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
+	res, err := s.keys.UpdateOne(ctx, bson.M{"_id": id, "revokedAt": int64(0)}, bson.M{"$set": bson.M{"revokedAt": micros(time.Now())}})
+	if err != nil {
+		return err
+	}
+	if res.MatchedCount == 0 {
+		n, err := s.keys.CountDocuments(ctx, bson.M{"_id": id})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
+		}
+	}
+	return nil
+}
+
+// AddLinkPattern implements store.LinkPatterns.
+func (s *Store) AddLinkPattern(ctx context.Context, p store.LinkPattern) error {
+	if err := store.ValidateClientID(p.Client); err != nil {
+		return err
+	}
+	if p.Kind != store.LinkAllow && p.Kind != store.LinkBlock {
+		return fmt.Errorf("%w: kind: %q is not %s or %s", store.ErrInvalid, p.Kind, store.LinkAllow, store.LinkBlock)
+	}
+	if strings.TrimSpace(p.Pattern) == "" || len(p.Pattern) > 2048 {
+		return fmt.Errorf("%w: pattern: empty or longer than 2048", store.ErrInvalid)
+	}
+	pattern := strings.ToLower(strings.TrimSpace(p.Pattern))
+	_, err := s.links.UpdateOne(ctx, bson.M{"client": p.Client, "kind": p.Kind, "pattern": pattern},
+		bson.M{"$setOnInsert": bson.M{"createdAt": micros(time.Now())}}, options.Update().SetUpsert(true))
+	if mgo.IsDuplicateKeyError(err) {
+		return nil // added concurrently
+	}
+	return err
+}
+
+// RemoveLinkPattern implements store.LinkPatterns.
+func (s *Store) RemoveLinkPattern(ctx context.Context, client, kind, pattern string) error {
+	_, err := s.links.DeleteOne(ctx, bson.M{"client": client, "kind": kind, "pattern": strings.ToLower(strings.TrimSpace(pattern))})
+	return err
+}
+
+// ListLinkPatterns implements store.LinkPatterns.
+func (s *Store) ListLinkPatterns(ctx context.Context, client string) ([]store.LinkPattern, error) {
+	cur, err := s.links.Find(ctx, bson.M{"client": client}, options.Find().SetSort(bson.D{{Key: "kind", Value: 1}, {Key: "pattern", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("list link patterns: %w", err)
+	}
+	var recs []struct {
+		Client    string `bson:"client"`
+		Kind      string `bson:"kind"`
+		Pattern   string `bson:"pattern"`
+		CreatedAt int64  `bson:"createdAt"`
+	}
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("list link patterns: %w", err)
+	}
+	out := make([]store.LinkPattern, len(recs))
+	for i, r := range recs {
+		out[i] = store.LinkPattern{Client: r.Client, Kind: r.Kind, Pattern: r.Pattern, CreatedAt: fromMicros(r.CreatedAt)}
+	}
+	return out, nil
+}
+
+// GetModelAnswer implements store.ModelCache.
+func (s *Store) GetModelAnswer(ctx context.Context, key string) ([]byte, error) {
+	var r struct {
+		Answer []byte `bson:"answer"`
+	}
+	if err := s.answers.FindOne(ctx, bson.M{"_id": key}).Decode(&r); err != nil {
+		return nil, notFound(err, "model answer "+key)
+	}
+	return r.Answer, nil
+}
+
+// PutModelAnswer implements store.ModelCache.
+func (s *Store) PutModelAnswer(ctx context.Context, key string, answer []byte) error {
+	_, err := s.answers.UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"answer": answer, "updatedAt": micros(time.Now())}},
+		options.Update().SetUpsert(true))
+	return err
+}
+
+// Stats implements store.Store with aggregation pipelines.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	st := store.NewStats()
+	var groups []struct {
+		ID struct {
+			Client string `bson:"client"`
+			Kind   string `bson:"kind"`
+			State  string `bson:"state"`
+		} `bson:"_id"`
+		N int64 `bson:"n"`
+	}
+	group := func(coll *mgo.Collection, kindField string) error {
+		groups = nil
+		return s.aggregate(ctx, coll, mgo.Pipeline{
+			{{Key: "$group", Value: bson.M{"_id": bson.M{"client": "$client", "kind": "$" + kindField, "state": "$state"}, "n": bson.M{"$sum": 1}}}},
+		}, &groups)
+	}
+	if err := group(s.docs, "sourceType"); err != nil {
+		return st, err
+	}
+	for _, g := range groups {
+		st.AddDocuments(g.ID.Client, store.SourceType(g.ID.Kind), store.DocumentState(g.ID.State), g.N)
+	}
+	if err := group(s.tasks, "kind"); err != nil {
+		return st, err
+	}
+	for _, g := range groups {
+		st.AddTasks(g.ID.Client, store.TaskKind(g.ID.Kind), store.TaskState(g.ID.State), g.N)
+	}
+	// Model usage per kind: one accumulator per pipeline (FerretDB v1
+	// mixes up several $sum accumulators in one $group); the task counts
+	// are the per-kind totals above.
+	totals := map[string]*store.UsageTotals{}
+	for _, f := range []string{"modelCalls", "promptTokens", "outputTokens"} {
+		var sums []struct {
+			Kind string `bson:"_id"`
+			N    int64  `bson:"n"`
+		}
+		if err := s.aggregate(ctx, s.tasks, mgo.Pipeline{
+			{{Key: "$match", Value: bson.M{"usage.modelCalls": bson.M{"$gt": 0}}}},
+			{{Key: "$group", Value: bson.M{"_id": "$kind", "n": bson.M{"$sum": "$usage." + f}}}},
+		}, &sums); err != nil {
+			return st, err
+		}
+		for _, x := range sums {
+			u := totals[x.Kind]
+			if u == nil {
+				u = &store.UsageTotals{}
+				for _, n := range st.TasksByKind[x.Kind] {
+					u.Tasks += n
+				}
+				totals[x.Kind] = u
+			}
+			switch f {
+			case "modelCalls":
+				u.ModelCalls = x.N
+			case "promptTokens":
+				u.PromptTokens = x.N
+			default:
+				u.OutputTokens = x.N
+			}
+		}
+	}
+	for kind, u := range totals {
+		if u.ModelCalls > 0 {
+			st.ModelUsage[kind] = *u
+		}
+	}
+	// The oldest waiting item of each queue: one indexed, sorted read per
+	// queue (no $min, which FerretDB lacks).
+	for _, q := range []struct {
+		coll   *mgo.Collection
+		prefix string
+		states []string
+	}{
+		{s.docs, "documents.", []string{string(store.DocNew)}},
+		{s.tasks, "tasks.", []string{string(store.TaskNew), string(store.TaskRetry), string(store.TaskReadyForGPU)}},
+	} {
+		for _, state := range q.states {
+			var r struct {
+				UpdatedAt int64 `bson:"updatedAt"`
+			}
+			err := q.coll.FindOne(ctx, bson.M{"state": state}, options.FindOne().
+				SetSort(bson.D{{Key: "updatedAt", Value: 1}}).SetProjection(bson.M{"updatedAt": 1})).Decode(&r)
+			if errors.Is(err, mgo.ErrNoDocuments) {
+				continue
+			}
+			if err != nil {
+				return st, fmt.Errorf("stats %s: %w", q.coll.Name(), err)
+			}
+			st.OldestWaiting[q.prefix+state] = fromMicros(r.UpdatedAt)
+		}
+	}
+	var failures []struct {
+		Class *string `bson:"_id"`
+		N     int64   `bson:"n"`
+	}
+	for _, q := range []struct {
+		coll          *mgo.Collection
+		prefix, state string
+		errField      string
+	}{
+		{s.docs, "documents.", string(store.DocQuarantined), "error"},
+		{s.tasks, "tasks.", string(store.TaskFailed), "lastError"},
+	} {
+		failures = nil
+		if err := s.aggregate(ctx, q.coll, mgo.Pipeline{
+			{{Key: "$match", Value: bson.M{"state": q.state}}},
+			{{Key: "$group", Value: bson.M{"_id": "$" + q.errField + ".class", "n": bson.M{"$sum": 1}}}},
+		}, &failures); err != nil {
+			return st, err
+		}
+		for _, f := range failures {
+			class := "unknown"
+			if f.Class != nil && *f.Class != "" {
+				class = *f.Class
+			}
+			st.Failures[q.prefix+class] += f.N
+		}
+	}
+	return st, nil
+}
+
+func (s *Store) aggregate(ctx context.Context, coll *mgo.Collection, p mgo.Pipeline, out any) error {
+	cur, err := coll.Aggregate(ctx, p)
+	if err != nil {
+		return fmt.Errorf("stats %s: %w", coll.Name(), err)
+	}
+	if err := cur.All(ctx, out); err != nil {
+		return fmt.Errorf("stats %s: %w", coll.Name(), err)
+	}
+	return nil
+}
