@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jervis-dev/jervis/internal/config"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/store/mongo"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 )
 
@@ -126,7 +128,11 @@ func newLogger(w io.Writer, c config.Log) *slog.Logger {
 
 // openStore opens the configured pipeline store. With mustExist it refuses
 // to create a database (read-only commands on a fresh directory).
-func (a *app) openStore(ctx context.Context, mustExist bool) (*sqlite.Store, error) {
+func (a *app) openStore(ctx context.Context, mustExist bool) (store.Store, error) {
+	if a.cfg.Store.Backend == "mongo" {
+		m := a.cfg.Store.Mongo
+		return mongo.Open(ctx, mongo.Options{URI: m.URI, Database: m.Database, Timeout: m.Timeout})
+	}
 	path := a.cfg.SQLitePath()
 	if mustExist {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {

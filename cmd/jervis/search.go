@@ -61,7 +61,7 @@ func (a *app) serverBackends() (embedded.Backends, error) {
 
 // openAll opens the pipeline store (see openStore) and the knowledge base
 // over it; closing the result closes both.
-func (a *app) openAll(ctx context.Context, mustExist bool) (*embedded.All, error) {
+func (a *app) openAll(ctx context.Context, mustExist bool) (*opened, error) {
 	st, err := a.openStore(ctx, mustExist)
 	if err != nil {
 		return nil, err
@@ -71,8 +71,17 @@ func (a *app) openAll(ctx context.Context, mustExist bool) (*embedded.All, error
 		st.Close()
 		return nil, err
 	}
-	return &embedded.All{Store: st, KB: k}, nil
+	return &opened{Store: st, KB: k}, nil
 }
+
+// opened is the configured pipeline store and the knowledge base over it.
+type opened struct {
+	Store store.Store
+	*embedded.KB
+}
+
+// Close closes the knowledge base, then the store.
+func (o *opened) Close() error { return errors.Join(o.KB.Close(), o.Store.Close()) }
 
 func (a *app) searchCommand() *cobra.Command {
 	var (

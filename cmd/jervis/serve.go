@@ -23,6 +23,8 @@ import (
 	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/metrics"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/store/mongo"
+	storesqlite "github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/confluence"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
@@ -64,7 +66,11 @@ func (a *app) serve(parent context.Context) error {
 		return err
 	}
 	defer st.Close()
-	log.Info("store open", "backend", "sqlite", "path", st.Path())
+	if s, ok := st.(*storesqlite.Store); ok {
+		log.Info("store open", "backend", "sqlite", "path", s.Path())
+	} else {
+		log.Info("store open", "backend", a.cfg.Store.Backend, "server", mongo.Redact(a.cfg.Store.Mongo.URI))
+	}
 	if a.demo {
 		if err := a.loadDemo(ctx, st); err != nil {
 			return err

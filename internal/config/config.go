@@ -227,8 +227,20 @@ type Log struct {
 
 // Store selects and configures the pipeline-state backend.
 type Store struct {
-	Backend string `yaml:"backend"` // sqlite
+	Backend string `yaml:"backend"` // sqlite or mongo
 	SQLite  SQLite `yaml:"sqlite"`
+	Mongo   Mongo  `yaml:"mongo"`
+}
+
+// Mongo locates the MongoDB server of store.backend mongo.
+type Mongo struct {
+	// URI is the connection string; put one with a password in
+	// JERVIS_STORE_MONGO_URI, not in the file.
+	URI string `yaml:"uri"`
+	// Database defaults to the URI's path, else "jervis".
+	Database string `yaml:"database"`
+	// Timeout bounds connecting and each operation.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // RAG selects the chunk backend (BM25, vectors, hybrid search).
@@ -275,7 +287,7 @@ func Default() Config {
 		Roles:           slices.Clone(Roles),
 		ShutdownTimeout: 10 * time.Second,
 		Log:             Log{Level: "info", Format: "text"},
-		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}},
+		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}, Mongo: Mongo{Timeout: 30 * time.Second}},
 		RAG:             RAG{Backend: "sqlite", Weaviate: Weaviate{Class: "JervisChunk", Timeout: 30 * time.Second}},
 		Embedder:        Embedder{Backend: "glove", Ollama: OllamaEmbedder{Host: "http://127.0.0.1:11434", Model: "nomic-embed-text", Timeout: 60 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
@@ -524,8 +536,17 @@ func (c Config) Validate() error {
 	default:
 		bad("rag.backend", "%q is not sqlite or weaviate", c.RAG.Backend)
 	}
-	if c.Store.Backend != "sqlite" {
-		bad("store.backend", "%q is not available; this build has: sqlite", c.Store.Backend)
+	switch c.Store.Backend {
+	case "sqlite":
+	case "mongo":
+		if u, err := url.Parse(c.Store.Mongo.URI); err != nil || (u.Scheme != "mongodb" && u.Scheme != "mongodb+srv") {
+			bad("store.mongo.uri", "not a mongodb:// or mongodb+srv:// URI (store.backend is mongo)")
+		}
+		if c.Store.Mongo.Timeout <= 0 {
+			bad("store.mongo.timeout", "%s is not positive", c.Store.Mongo.Timeout)
+		}
+	default:
+		bad("store.backend", "%q is not sqlite or mongo", c.Store.Backend)
 	}
 	if c.Store.SQLite.BusyTimeout <= 0 {
 		bad("store.sqlite.busy_timeout", "must be positive, got %s", c.Store.SQLite.BusyTimeout)

@@ -29,3 +29,11 @@ func Env(t testing.TB, name, how string) string {
 	}
 	return v
 }
+
+// Lacks ends the test as skipped because the server that is there cannot
+// run it (a capability it lacks), also under CI=true: the case is reported
+// as skipped, never as passed.
+func Lacks(t testing.TB, server, capability string) {
+	t.Helper()
+	t.Skipf("%s lacks %s; this case needs a server that has it", server, capability)
+}

@@ -9,11 +9,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/integration"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/store/mongo"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/internal/worker"
 )
@@ -40,7 +43,7 @@ func runCrashChild() bool {
 func crashChild(dir string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	s, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
+	s, err := openShared(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -68,6 +71,18 @@ func crashChild(dir string) error {
 	return w.Run(ctx)
 }
 
+// sharedMongoEnv, when set, names the MongoDB database (URI|database)
+// the crash children share instead of the SQLite file in their directory.
+const sharedMongoEnv = "JERVIS_WORKER_SHARED_MONGO"
+
+func openShared(ctx context.Context, dir string) (store.Store, error) {
+	if v := os.Getenv(sharedMongoEnv); v != "" {
+		uri, db, _ := strings.Cut(v, "|")
+		return mongo.Open(ctx, mongo.Options{URI: uri, Database: db})
+	}
+	return sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
+}
+
 func openEffects(dir string) (*sql.DB, error) {
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "effects.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_txlock=immediate")
 	if err != nil {
@@ -79,10 +94,10 @@ func openEffects(dir string) (*sql.DB, error) {
 	return db, err
 }
 
-func startChild(t *testing.T, dir string) *exec.Cmd {
+func startChild(t *testing.T, dir string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+	cmd.Env = append(append(os.Environ(), crashEnv+"="+dir), env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -160,4 +175,95 @@ func TestCrashSafetySIGKILLMidBatch(t *testing.T) {
 	}
 	t.Logf("calls=%d (re-run after the crash: %d) effects=%d rescued=%d", count(t, fx, `SELECT count(*) FROM calls`),
 		count(t, fx, `SELECT count(*) FROM calls`)-n, n, rescued)
+}
+
+// Two worker processes share one store; one is killed with SIGKILL in the
+// middle of its batches. The other goes on, takes over the dead one's
+// tasks when their leases run out, and every task ends DONE exactly once:
+// one effect, one DONE transition, re-runs only for the orphans.
+func TestTwoProcessesOneKilled(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		dir := t.TempDir()
+		twoProcessesOneKilled(t, dir, openStore(t, filepath.Join(dir, sqlite.FileName)))
+	})
+	t.Run("mongo", func(t *testing.T) {
+		uri := integration.Env(t, "TEST_MONGO_URI", "export TEST_MONGO_URI=mongodb://... (a MongoDB server)")
+		ctx := t.Context()
+		db := fmt.Sprintf("jervis_worker_%d", time.Now().UnixNano()%1e9)
+		s, err := mongo.Open(ctx, mongo.Options{URI: uri, Database: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+		server, err := s.ServerVersion(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(server, "FerretDB") {
+			// Two racing workers may both win a claim there (storetest.Caps).
+			integration.Lacks(t, server, "atomic conditional updates")
+		}
+		twoProcessesOneKilled(t, t.TempDir(), s, sharedMongoEnv+"="+uri+"|"+db)
+	})
+}
+
+func twoProcessesOneKilled(t *testing.T, dir string, s store.Store, env ...string) {
+	const n = 2000
+	enqueue(t, s, n, "two")
+	fx, err := openEffects(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fx.Close()
+	a, b := startChild(t, dir, env...), startChild(t, dir, env...)
+	waitFor(t, func() bool {
+		return count(t, fx, `SELECT count(DISTINCT pid) FROM calls`) == 2 && count(t, fx, `SELECT count(*) FROM effects`) >= n/4
+	})
+	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Wait()
+	orphans := stats(t, s).Tasks["QUALIFICATION_IN_PROGRESS"]
+	if orphans == 0 {
+		t.Fatal("the kill did not land mid-batch: no task was leased")
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for stats(t, s).Tasks["DONE"] != n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = b.Process.Signal(syscall.SIGTERM)
+	if err := b.Wait(); err != nil {
+		t.Fatalf("the surviving worker did not exit cleanly: %v", err)
+	}
+	if st := stats(t, s); st.Tasks["DONE"] != n {
+		t.Fatalf("after the survivor: %+v", st.Tasks)
+	}
+	if effects := count(t, fx, `SELECT count(*) FROM effects`); effects != n {
+		t.Fatalf("%d effects for %d tasks", effects, n)
+	}
+	evs, err := s.ListEvents(t.Context(), store.EventQuery{Aggregate: store.AggregateTask, Limit: 1_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := map[string]int{}
+	for _, e := range evs {
+		var c store.StateChange
+		if e.Type == store.EventTaskState && json.Unmarshal(e.Data, &c) == nil && c.To == string(store.TaskDone) {
+			done[e.AggregateID]++
+		}
+	}
+	for id, k := range done {
+		if k != 1 {
+			t.Fatalf("task %s reached DONE %d times", id, k)
+		}
+	}
+	if len(done) != n {
+		t.Fatalf("%d tasks recorded DONE, want %d", len(done), n)
+	}
+	calls := count(t, fx, `SELECT count(*) FROM calls`)
+	if reruns := calls - n; reruns > int(orphans) {
+		t.Fatalf("%d handler re-runs for %d orphaned tasks", reruns, orphans)
+	}
+	t.Logf("killed one of two workers with %d tasks leased; %d calls for %d tasks; the survivor (pid %d) finished",
+		orphans, calls, n, b.Process.Pid)
 }

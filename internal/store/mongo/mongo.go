@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,13 +92,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		SetAppName("jervis")
 	client, err := mgo.Connect(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("mongodb %s: %w", redact(o.URI), err)
+		return nil, fmt.Errorf("mongodb %s: %w", Redact(o.URI), err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	if err := client.Ping(pingCtx, readpref.Primary()); err != nil {
 		_ = client.Disconnect(context.Background())
-		return nil, fmt.Errorf("mongodb %s does not answer: %w", redact(o.URI), err)
+		return nil, fmt.Errorf("mongodb %s does not answer: %w", Redact(o.URI), err)
 	}
 	db := client.Database(o.Database)
 	s := &Store{
@@ -110,7 +111,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	if err := s.ensureIndexes(ctx); err != nil {
 		_ = client.Disconnect(context.Background())
-		return nil, fmt.Errorf("mongodb %s: create indexes: %w", redact(o.URI), err)
+		return nil, fmt.Errorf("mongodb %s: create indexes: %w", Redact(o.URI), err)
 	}
 	return s, nil
 }
@@ -125,8 +126,8 @@ func databaseOf(uri string) string {
 	return "jervis"
 }
 
-// redact drops the password from a URI for messages and logs.
-func redact(uri string) string {
+// Redact drops the password from a URI for messages and logs.
+func Redact(uri string) string {
 	u, err := url.Parse(uri)
 	if err != nil {
 		return "(unparsable URI)"
@@ -175,7 +176,32 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		s.links: {idx(bson.D{{Key: "client", Value: 1}, {Key: "kind", Value: 1}, {Key: "pattern", Value: 1}}, true, "pattern")},
 	}
 	for c, models := range all {
-		if _, err := c.Indexes().CreateMany(ctx, models); err != nil {
+		// Only the missing ones: creating an existing index again is a
+		// no-op on MongoDB but can crash FerretDB v1.
+		cur, err := c.Indexes().List(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Name(), err)
+		}
+		var have []struct {
+			Name string `bson:"name"`
+		}
+		if err := cur.All(ctx, &have); err != nil {
+			return fmt.Errorf("%s: %w", c.Name(), err)
+		}
+		missing := models[:0]
+		for _, m := range models {
+			if !slices.ContainsFunc(have, func(h struct {
+				Name string `bson:"name"`
+			}) bool {
+				return h.Name == *m.Options.Name
+			}) {
+				missing = append(missing, m)
+			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		if _, err := c.Indexes().CreateMany(ctx, missing); err != nil {
 			return fmt.Errorf("%s: %w", c.Name(), err)
 		}
 	}
@@ -300,6 +326,9 @@ func (s *Store) insertEvents(ctx context.Context, evs []eventRecord) error {
 func (s *Store) flush(ctx context.Context, coll *mgo.Collection, ids []string) error {
 	if len(ids) == 0 {
 		return nil
+	}
+	if len(ids) == 1 {
+		return s.flushWhere(ctx, coll, bson.M{"_id": ids[0]}) // an equality servers answer from the primary key alone
 	}
 	return s.flushWhere(ctx, coll, bson.M{"_id": bson.M{"$in": ids}})
 }
