@@ -14,6 +14,8 @@ import (
 	"github.com/jervis-dev/jervis/internal/config"
 )
 
+var interpolation = regexp.MustCompile(`\$\{[A-Z_]+:-([^}]*)\}`)
+
 type compose struct {
 	Services map[string]struct {
 		Build       any               `yaml:"build"`
@@ -47,7 +49,7 @@ func TestComposeFile(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &c); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"jervis", "weaviate", "ollama"} {
+	for _, name := range []string{"jervis", "mongo", "weaviate", "ollama"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Fatalf("service %s missing", name)
 		}
@@ -73,6 +75,8 @@ func TestComposeFile(t *testing.T) {
 		if _, ok := known[k]; !ok && !slices.Contains(config.SecretEnvVars, k) {
 			t.Errorf("jervis: %s is not a configuration variable (start-up would fail)", k)
 		}
+		// ${VAR:-default} as compose interpolates it with VAR unset.
+		v = interpolation.ReplaceAllString(v, "$1")
 		environ = append(environ, k+"="+v)
 	}
 	cfg, err := config.Load("", environ)
@@ -101,6 +105,22 @@ func TestComposeFile(t *testing.T) {
 		if h, _ := url.Parse(host); h.Hostname() != "ollama" {
 			t.Errorf("ollama host %s is not the ollama service", host)
 		}
+	}
+	if cfg.Store.Backend != "mongo" {
+		t.Fatalf("store.backend %q", cfg.Store.Backend)
+	}
+	m, _ := url.Parse(cfg.Store.Mongo.URI)
+	mongo, ok := c.Services[m.Hostname()]
+	if !ok || !slices.Contains(mongo.Command, m.Port()) || !slices.Contains(mongo.Command, "--replSet") ||
+		m.Query().Get("replicaSet") != mongo.Command[slices.Index(mongo.Command, "--replSet")+1] {
+		t.Fatalf("store.mongo.uri %s: no replica-set service %s on port %s (%v)", m, m.Hostname(), m.Port(), mongo.Command)
+	}
+	if j.DependsOn[m.Hostname()].Condition != "service_healthy" || mongo.Healthcheck == nil ||
+		!strings.Contains(strings.Join(mongo.Healthcheck.Test, " "), "rs.initiate") {
+		t.Fatal("jervis must wait for mongo's replica set (its healthcheck initiates it)")
+	}
+	if env, err := os.ReadFile("../.env.example"); err != nil || !strings.Contains(string(env), "JERVIS_STORE_MONGO_URI=") {
+		t.Fatalf(".env.example must show how to set the store's URI: %v", err)
 	}
 	if !slices.Contains(j.Command, "/data") || !slices.Contains(j.Volumes, "jervis-data:/data") {
 		t.Fatal("jervis's data directory must be the jervis-data volume")

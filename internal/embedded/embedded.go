@@ -70,12 +70,15 @@ func OpenKBWith(ctx context.Context, dir string, aliases store.Aliases, b Backen
 
 // Open opens everything in dir: the pipeline store and the knowledge base
 // over it. Close closes both.
-func Open(ctx context.Context, dir string) (*All, error) {
+func Open(ctx context.Context, dir string) (*All, error) { return OpenWith(ctx, dir, Backends{}) }
+
+// OpenWith is Open with some knowledge-base backends given.
+func OpenWith(ctx context.Context, dir string, b Backends) (*All, error) {
 	s, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, sqlite.FileName)})
 	if err != nil {
 		return nil, err
 	}
-	k, err := OpenKB(ctx, dir, s)
+	k, err := OpenKBWith(ctx, dir, s, b)
 	if err != nil {
 		s.Close()
 		return nil, err

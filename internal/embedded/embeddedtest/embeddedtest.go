@@ -22,3 +22,14 @@ func Open(t testing.TB, dir string) *embedded.All {
 	t.Cleanup(func() { all.Close() })
 	return all
 }
+
+// OpenWith is Open with some backends given (see embedded.Backends).
+func OpenWith(t testing.TB, dir string, b embedded.Backends) *embedded.All {
+	t.Helper()
+	all, err := embedded.OpenWith(context.Background(), dir, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { all.Close() })
+	return all
+}
