@@ -14,7 +14,10 @@ import (
 	"github.com/jervis-dev/jervis/internal/config"
 )
 
+// ${VAR:-default} and ${VAR:?error} as compose interpolates them with VAR
+// unset (the required ones get a stand-in value).
 var interpolation = regexp.MustCompile(`\$\{[A-Z_]+:-([^}]*)\}`)
+var required = regexp.MustCompile(`\$\{[A-Z_]+:\?[^}]*\}`)
 
 type compose struct {
 	Services map[string]struct {
@@ -49,7 +52,7 @@ func TestComposeFile(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &c); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"jervis", "mongo", "weaviate", "ollama"} {
+	for _, name := range []string{"jervis", "mongo", "arangodb", "weaviate", "ollama"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Fatalf("service %s missing", name)
 		}
@@ -76,7 +79,7 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("jervis: %s is not a configuration variable (start-up would fail)", k)
 		}
 		// ${VAR:-default} as compose interpolates it with VAR unset.
-		v = interpolation.ReplaceAllString(v, "$1")
+		v = required.ReplaceAllString(interpolation.ReplaceAllString(v, "$1"), "secret")
 		environ = append(environ, k+"="+v)
 	}
 	cfg, err := config.Load("", environ)
@@ -119,7 +122,19 @@ func TestComposeFile(t *testing.T) {
 		!strings.Contains(strings.Join(mongo.Healthcheck.Test, " "), "rs.initiate") {
 		t.Fatal("jervis must wait for mongo's replica set (its healthcheck initiates it)")
 	}
-	if env, err := os.ReadFile("../.env.example"); err != nil || !strings.Contains(string(env), "JERVIS_STORE_MONGO_URI=") {
+	if cfg.Graph.Backend != "arango" {
+		t.Fatalf("graph.backend %q", cfg.Graph.Backend)
+	}
+	a, _ := url.Parse(cfg.Graph.Arango.URL)
+	arango, ok := c.Services[a.Hostname()]
+	if !ok || a.Port() != "8529" || j.DependsOn[a.Hostname()].Condition != "service_healthy" || arango.Healthcheck == nil {
+		t.Fatalf("graph.arango.url %s: no health-checked service %s on ArangoDB's port that jervis waits for", a, a.Hostname())
+	}
+	if j.Environment["JERVIS_GRAPH_ARANGO_PASSWORD"] != arango.Environment["ARANGO_ROOT_PASSWORD"] {
+		t.Fatal("jervis must log in to ArangoDB with the password the service is created with")
+	}
+	if env, err := os.ReadFile("../.env.example"); err != nil || !strings.Contains(string(env), "JERVIS_STORE_MONGO_URI=") ||
+		!strings.Contains(string(env), "ARANGO_ROOT_PASSWORD=") {
 		t.Fatalf(".env.example must show how to set the store's URI: %v", err)
 	}
 	if !slices.Contains(j.Command, "/data") || !slices.Contains(j.Volumes, "jervis-data:/data") {

@@ -18,7 +18,6 @@ import (
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
-	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
 	"github.com/jervis-dev/jervis/qualifier"
@@ -29,7 +28,7 @@ var fixesRE = regexp.MustCompile(`Fixes ([A-Z]+-[0-9]+)`)
 
 type env struct {
 	st    *sqlite.Store
-	graph *graphsqlite.Store
+	graph graph.Store
 	kb    *kb.KB
 }
 

@@ -11,10 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jervis-dev/jervis/internal/config"
 	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/ollama"
+	"github.com/jervis-dev/jervis/kb/graph/arango"
 	"github.com/jervis-dev/jervis/kb/rag"
 	"github.com/jervis-dev/jervis/kb/rag/weaviate"
 )
@@ -35,11 +37,24 @@ func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error
 	return embedded.OpenKBWith(ctx, a.cfg.DataDir, st, b)
 }
 
-// serverBackends builds (without contacting them) the configured backends
-// that are servers: Weaviate for the chunks, Ollama for the embeddings.
-// The others stay nil: the embedded defaults.
+// serverBackends builds the configured backends that are servers: ArangoDB
+// for the graph (connected, it must answer), Weaviate for the chunks and
+// Ollama for the embeddings (not contacted here). The others stay nil: the
+// embedded defaults.
 func (a *app) serverBackends() (embedded.Backends, error) {
 	var b embedded.Backends
+	if a.cfg.Graph.Backend == "arango" {
+		c := a.cfg.Graph.Arango
+		password, _ := config.LookupEnv("JERVIS_GRAPH_ARANGO_PASSWORD", a.environ)
+		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+		defer cancel()
+		g, err := arango.Open(ctx, arango.Config{URL: c.URL, Database: c.Database, User: c.User,
+			Password: password, Timeout: c.Timeout})
+		if err != nil {
+			return b, fmt.Errorf("graph.arango.url %s: %w", c.URL, err)
+		}
+		b.Graph = g
+	}
 	if a.cfg.Embedder.Backend == "ollama" {
 		o := a.cfg.Embedder.Ollama
 		e, err := ollama.New(ollama.Config{Host: o.Host, Model: o.Model, Timeout: o.Timeout})

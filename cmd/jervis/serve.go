@@ -263,7 +263,7 @@ func (a *app) backendChecks(st interface{ Ping(context.Context) error }, k *embe
 	if k == nil {
 		return checks
 	}
-	checks = append(checks, api.Check{Name: "graph:sqlite", Ping: k.Graph.Ping}, api.Check{Name: "chunks:" + a.cfg.RAG.Backend, Ping: k.Chunks.Ping})
+	checks = append(checks, api.Check{Name: "graph:" + a.cfg.Graph.Backend, Ping: k.Graph.Ping}, api.Check{Name: "chunks:" + a.cfg.RAG.Backend, Ping: k.Chunks.Ping})
 	return append(checks, a.embedderCheck(k.Embedder))
 }
 

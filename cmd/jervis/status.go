@@ -87,14 +87,21 @@ func (a *app) printStatus(stats store.Stats, asJSON bool) error {
 }
 
 // networkChecks are the checks of the configured backends that are
-// servers (Weaviate, Ollama), built from the configuration alone: jervis
-// status reports them without opening the knowledge base.
+// servers (ArangoDB, Weaviate, Ollama), built from the configuration alone:
+// jervis status reports them without opening the knowledge base.
 func (a *app) networkChecks() []api.Check {
 	b, err := a.serverBackends()
 	if err != nil {
-		return []api.Check{{Name: "config:" + a.cfg.RAG.Backend + "," + a.cfg.Embedder.Backend, Ping: func(context.Context) error { return err }}}
+		name := "config:" + a.cfg.RAG.Backend + "," + a.cfg.Embedder.Backend
+		if strings.HasPrefix(err.Error(), "graph.arango") {
+			name = "graph:arango"
+		}
+		return []api.Check{{Name: name, Ping: func(context.Context) error { return err }}}
 	}
 	var checks []api.Check
+	if b.Graph != nil {
+		checks = append(checks, api.Check{Name: "graph:arango", Ping: b.Graph.Ping})
+	}
 	if b.Chunks != nil {
 		checks = append(checks, api.Check{Name: "chunks:" + a.cfg.RAG.Backend, Ping: b.Chunks.Ping})
 	}

@@ -49,6 +49,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Log             Log           `yaml:"log"`
 	Store           Store         `yaml:"store"`
+	Graph           Graph         `yaml:"graph"`
 	RAG             RAG           `yaml:"rag"`
 	Embedder        Embedder      `yaml:"embedder"`
 	Indexers        Indexers      `yaml:"indexers"`
@@ -206,7 +207,7 @@ type API struct {
 // SecretEnvVars are JERVIS_* variables that carry secrets rather than
 // settings: read where they are used, never stored in Config (so never
 // printed with it).
-var SecretEnvVars = []string{"JERVIS_ADMIN_KEY", "JERVIS_API_KEY"}
+var SecretEnvVars = []string{"JERVIS_ADMIN_KEY", "JERVIS_API_KEY", "JERVIS_GRAPH_ARANGO_PASSWORD"}
 
 // Indexers tunes the continuous indexers.
 type Indexers struct {
@@ -241,6 +242,21 @@ type Mongo struct {
 	Database string `yaml:"database"`
 	// Timeout bounds connecting and each operation.
 	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Graph selects the graph backend.
+type Graph struct {
+	Backend string `yaml:"backend"` // sqlite (graph.db in the data directory) or arango
+	Arango  Arango `yaml:"arango"`
+}
+
+// Arango locates the ArangoDB server of graph.backend arango. Its password
+// is read from JERVIS_GRAPH_ARANGO_PASSWORD only.
+type Arango struct {
+	URL      string        `yaml:"url"`      // e.g. http://arangodb:8529
+	Database string        `yaml:"database"` // created when missing
+	User     string        `yaml:"user"`
+	Timeout  time.Duration `yaml:"timeout"`
 }
 
 // RAG selects the chunk backend (BM25, vectors, hybrid search).
@@ -288,6 +304,7 @@ func Default() Config {
 		ShutdownTimeout: 10 * time.Second,
 		Log:             Log{Level: "info", Format: "text"},
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}, Mongo: Mongo{Timeout: 30 * time.Second}},
+		Graph:           Graph{Backend: "sqlite", Arango: Arango{Database: "jervis", User: "root", Timeout: 30 * time.Second}},
 		RAG:             RAG{Backend: "sqlite", Weaviate: Weaviate{Class: "JervisChunk", Timeout: 30 * time.Second}},
 		Embedder:        Embedder{Backend: "glove", Ollama: OllamaEmbedder{Host: "http://127.0.0.1:11434", Model: "nomic-embed-text", Timeout: 60 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
@@ -523,6 +540,21 @@ func (c Config) Validate() error {
 		}
 	default:
 		bad("embedder.backend", "%q is not glove or ollama", c.Embedder.Backend)
+	}
+	switch c.Graph.Backend {
+	case "sqlite":
+	case "arango":
+		if u, err := url.Parse(c.Graph.Arango.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			bad("graph.arango.url", "%q is not an http(s) URL (graph.backend is arango)", c.Graph.Arango.URL)
+		}
+		if c.Graph.Arango.Database == "" {
+			bad("graph.arango.database", "required with graph.backend arango")
+		}
+		if c.Graph.Arango.Timeout <= 0 {
+			bad("graph.arango.timeout", "%s is not positive", c.Graph.Arango.Timeout)
+		}
+	default:
+		bad("graph.backend", "%q is not sqlite or arango", c.Graph.Backend)
 	}
 	switch c.RAG.Backend {
 	case "sqlite":

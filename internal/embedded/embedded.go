@@ -16,6 +16,7 @@ import (
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
+	"github.com/jervis-dev/jervis/kb/graph"
 	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	"github.com/jervis-dev/jervis/kb/rag"
 	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
@@ -24,7 +25,7 @@ import (
 // KB is an open knowledge base with the stores under it.
 type KB struct {
 	*kb.KB
-	Graph    *graphsqlite.Store
+	Graph    graph.Store
 	Chunks   rag.Store
 	Embedder embed.Embedder
 }
@@ -40,15 +41,19 @@ func OpenKB(ctx context.Context, dir string, aliases store.Aliases) (*KB, error)
 
 // Backends replace the embedded ones; nil fields keep them.
 type Backends struct {
+	Graph    graph.Store    // default graph.db in the data directory; closed with the KB
 	Chunks   rag.Store      // default chunks.db in the data directory; closed with the KB
 	Embedder embed.Embedder // default GloVe
 }
 
 // OpenKBWith is OpenKB with some backends given.
 func OpenKBWith(ctx context.Context, dir string, aliases store.Aliases, b Backends) (*KB, error) {
-	g, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
-	if err != nil {
-		return nil, err
+	var err error
+	g := b.Graph
+	if g == nil {
+		if g, err = graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName)); err != nil {
+			return nil, err
+		}
 	}
 	c := b.Chunks
 	if c == nil {
@@ -99,10 +104,12 @@ func (a *All) Close() error { return errors.Join(a.KB.Close(), a.Store.Close()) 
 // graph's, and the chunks' when they are the embedded store — so that no
 // user's first search waits for them; it logs each client.
 func (k *KB) Preload(ctx context.Context, log *slog.Logger) error {
-	if err := k.Graph.Preload(ctx, func(client string, edges int, took time.Duration) {
-		log.Info("graph loaded", "client", client, "edges", edges, "took", took.Round(time.Millisecond))
-	}); err != nil {
-		return err
+	if g, ok := k.Graph.(*graphsqlite.Store); ok {
+		if err := g.Preload(ctx, func(client string, edges int, took time.Duration) {
+			log.Info("graph loaded", "client", client, "edges", edges, "took", took.Round(time.Millisecond))
+		}); err != nil {
+			return err
+		}
 	}
 	if c, ok := k.Chunks.(*ragsqlite.Store); ok {
 		return c.Preload(ctx, func(client string, chunks int, took time.Duration) {

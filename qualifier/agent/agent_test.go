@@ -16,7 +16,6 @@ import (
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
-	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	"github.com/jervis-dev/jervis/qualifier/agent"
 )
 
@@ -66,7 +65,7 @@ func (o *ollama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type env struct {
 	kb    *kb.KB
-	graph *graphsqlite.Store
+	graph graph.Store
 	st    *sqlite.Store
 }
 
