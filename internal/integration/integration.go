@@ -37,3 +37,15 @@ func Lacks(t testing.TB, server, capability string) {
 	t.Helper()
 	t.Skipf("%s lacks %s; this case needs a server that has it", server, capability)
 }
+
+// Optional returns the environment variable name, which locates a server
+// that CI cannot provide (none can be installed where it runs); when it is
+// unset the test is skipped, also under CI=true, and says so.
+func Optional(t testing.TB, name, how string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Skipf("%s is not set: no such server here (%s); skipping", name, how)
+	}
+	return v
+}
