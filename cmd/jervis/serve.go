@@ -94,6 +94,7 @@ func (a *app) serve(parent context.Context) error {
 		wake = ix.Wake
 		components = append(components, ix)
 	}
+	wakeQualifier := func() {}
 	var k *embedded.KB
 	if a.cfg.HasRole("qualifier") || a.cfg.HasRole("api") || a.cfg.HasRole("executor") {
 		if k, err = a.openKB(ctx, st); err != nil {
@@ -115,6 +116,7 @@ func (a *app) serve(parent context.Context) error {
 			return err
 		}
 		components = append(components, q)
+		wakeQualifier = q.Wake
 	}
 	var monitor *executor.Monitor
 	if a.cfg.HasRole("executor") {
@@ -139,6 +141,19 @@ func (a *app) serve(parent context.Context) error {
 		if !a.cfg.HasRole("api") {
 			log.Warn("the executor runs without the api role in this process: it cannot see user requests, so it never yields to them")
 		}
+	}
+	if ms, ok := st.(*mongo.Store); ok && (a.cfg.HasRole("indexers") || a.cfg.HasRole("qualifier")) {
+		// Documents and tasks another process stores wake this one's
+		// workers at once where the server has change streams.
+		go func() {
+			err := ms.WatchInserts(ctx, wake, wakeQualifier)
+			switch {
+			case errors.Is(err, mongo.ErrNoChangeStreams):
+				log.Info("no change streams on this MongoDB server (a replica set has them): idle workers poll", "every", a.cfg.Indexers.PollInterval)
+			case err != nil:
+				log.Warn("change stream ended; idle workers poll", "err", err, "every", a.cfg.Indexers.PollInterval)
+			}
+		}()
 	}
 	var pollNow func(string) error
 	if a.cfg.HasRole("pollers") {

@@ -446,3 +446,46 @@ func (s *Store) ServerVersion(ctx context.Context) (string, error) {
 	}
 	return "MongoDB " + info.Version, nil
 }
+
+// ErrNoChangeStreams means the server has none: a standalone MongoDB (change
+// streams need a replica set) or FerretDB.
+var ErrNoChangeStreams = errors.New("the server has no change streams")
+
+// WatchInserts calls onDocument after each document version inserted and
+// onTask after each task inserted — by any process — from a change stream,
+// until ctx ends (then it returns nil). Where the server has no change
+// streams it returns an error wrapping ErrNoChangeStreams at once; idle
+// workers then find new work by polling.
+func (s *Store) WatchInserts(ctx context.Context, onDocument, onTask func()) error {
+	cs, err := s.db.Watch(ctx, mgo.Pipeline{
+		{{Key: "$match", Value: bson.M{"operationType": "insert", "ns.coll": bson.M{"$in": bson.A{collDocuments, collTasks}}}}},
+		{{Key: "$project", Value: bson.M{"ns": 1}}},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%w: %v", ErrNoChangeStreams, err)
+	}
+	defer cs.Close(context.Background())
+	for cs.Next(ctx) {
+		var ev struct {
+			NS struct {
+				Coll string `bson:"coll"`
+			} `bson:"ns"`
+		}
+		if cs.Decode(&ev) != nil {
+			continue
+		}
+		switch ev.NS.Coll {
+		case collDocuments:
+			onDocument()
+		case collTasks:
+			onTask()
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return cs.Err()
+}

@@ -3,6 +3,7 @@ package mongo_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -89,5 +90,47 @@ func TestLargeDocument(t *testing.T) {
 	claimed, err := s.ClaimDocuments(t.Context(), store.Claim{Owner: "w", Limit: 5, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
 	if err != nil || len(claimed) != 1 || len(claimed[0].Raw) != len(raw) || claimed[0].Normalized.Title != "big" {
 		t.Fatalf("claim: %d err=%v", len(claimed), err)
+	}
+}
+
+// TestWatchInserts: on a replica set a document stored by anyone wakes the
+// watcher; where the server has no change streams the watcher says so at
+// once (workers then poll).
+func TestWatchInserts(t *testing.T) {
+	s := open(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	docs, tasks := make(chan struct{}, 10), make(chan struct{}, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.WatchInserts(ctx, func() { docs <- struct{}{} }, func() { tasks <- struct{}{} })
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, mongo.ErrNoChangeStreams) {
+			t.Fatalf("watch ended: %v", err)
+		}
+		server, _ := s.ServerVersion(t.Context())
+		t.Logf("%s: %v", server, err)
+		return
+	case <-time.After(time.Second): // watching
+	}
+	d, _, err := s.PutDocument(t.Context(), store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: "<w@x>", Raw: []byte("hello")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EnqueueTasks(t.Context(), store.Task{Client: "acme", Kind: store.KindData, SourceDoc: d.ID}); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]chan struct{}{"document": docs, "task": tasks} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no wake-up for the %s inserted", name)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch after cancel: %v", err)
 	}
 }
