@@ -21,6 +21,7 @@ import (
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/config"
 	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/internal/llmtools"
 	"github.com/jervis-dev/jervis/internal/metrics"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/mongo"
@@ -279,7 +280,37 @@ func (a *app) backendChecks(st interface{ Ping(context.Context) error }, k *embe
 		return checks
 	}
 	checks = append(checks, api.Check{Name: "graph:" + a.cfg.Graph.Backend, Ping: k.Graph.Ping}, api.Check{Name: "chunks:" + a.cfg.RAG.Backend, Ping: k.Chunks.Ping})
-	return append(checks, a.embedderCheck(k.Embedder))
+	return append(append(checks, a.embedderCheck(k.Embedder)), a.llmChecks()...)
+}
+
+// llmChecks check the Ollama servers of the configured models (the
+// qualifier's and the executor's) for the roles this process runs; none
+// when no model is configured (llm: none, the rules and the extractive
+// digest).
+func (a *app) llmChecks() []api.Check {
+	var checks []api.Check
+	for _, m := range []struct {
+		role, model, host string
+	}{
+		{"qualifier", a.cfg.Qualifier.Model, a.cfg.Qualifier.OllamaHost},
+		{"executor", a.cfg.Executor.Model, a.cfg.Executor.OllamaHost},
+	} {
+		if m.model == "" || !a.cfg.HasRole(m.role) {
+			continue
+		}
+		c, err := llmtools.Client(m.host, nil)
+		checks = append(checks, api.Check{Name: "llm:ollama(" + m.role + ")", Ping: func(ctx context.Context) error {
+			bad := err
+			if bad == nil {
+				bad = c.Heartbeat(ctx)
+			}
+			if bad != nil {
+				return fmt.Errorf("ollama %s (%s): %w", m.host, m.model, bad)
+			}
+			return nil
+		}})
+	}
+	return checks
 }
 
 // embedderCheck pings the embedder when it is a server (one compiled in is

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/config"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -73,5 +77,41 @@ func TestStatusReportsBackends(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, env, "status", "--data", data, "--json"); code != 0 || !strings.Contains(out, `"role": "chunks"`) || !strings.Contains(out, `"ok": false`) {
 		t.Fatalf("status --json: %s", out)
+	}
+}
+
+// The configured models' Ollama servers are checked for the roles that use
+// them: a server that answers Ollama's heartbeat is ok, one that does not
+// is reported with its host and model; no model, no check.
+func TestLLMChecks(t *testing.T) {
+	ollama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" {
+			io.WriteString(w, "Ollama is running")
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer ollama.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	a := &app{cfg: config.Default()}
+	if checks := a.llmChecks(); len(checks) != 0 {
+		t.Fatalf("checks with no model: %+v", checks)
+	}
+	a.cfg.Qualifier.Model, a.cfg.Qualifier.OllamaHost = "qwen3:8b", ollama.URL
+	a.cfg.Executor.Model, a.cfg.Executor.OllamaHost = "qwen3:30b", dead.URL
+	got := map[string]error{}
+	for _, c := range a.llmChecks() {
+		got[c.Name] = c.Ping(t.Context())
+	}
+	if len(got) != 2 || got["llm:ollama(qualifier)"] != nil {
+		t.Fatalf("checks: %v", got)
+	}
+	if err := got["llm:ollama(executor)"]; err == nil || !strings.Contains(err.Error(), dead.URL) || !strings.Contains(err.Error(), "qwen3:30b") {
+		t.Fatalf("unreachable executor model: %v", err)
+	}
+	a.cfg.Roles = []string{"api"}
+	if checks := a.llmChecks(); len(checks) != 0 {
+		t.Fatalf("checks for roles this process does not run: %+v", checks)
 	}
 }
