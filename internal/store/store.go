@@ -512,3 +512,29 @@ func ValidateAPIKey(k APIKey) error {
 	}
 	return nil
 }
+
+// PrepareTaskMemory validates m, stamps it and returns it with its JSON
+// encoding. Backends call it at the top of SaveTaskMemory.
+func PrepareTaskMemory(m TaskMemory, now time.Time) (TaskMemory, []byte, error) {
+	if m.TaskID == "" || m.Client == "" {
+		return m, nil, fmt.Errorf("%w: task memory: taskId and client are required", ErrInvalid)
+	}
+	m.UpdatedAt = now.UTC()
+	data, err := json.Marshal(m)
+	if err != nil {
+		return m, nil, fmt.Errorf("%w: task memory: %v", ErrInvalid, err)
+	}
+	return m, data, nil
+}
+
+// TaskMemoryEvent is the event that records a saved TaskMemory.
+func TaskMemoryEvent(m TaskMemory, now time.Time) Event {
+	data, _ := json.Marshal(map[string]any{"routingDecision": m.RoutingDecision})
+	return Event{At: now, Client: m.Client, Aggregate: AggregateTask, AggregateID: m.TaskID, Type: EventTaskMemorySaved, Data: data}
+}
+
+// DocumentStoredEvent is the event that records a new document version.
+func DocumentStoredEvent(doc Document, now time.Time) Event {
+	data, _ := json.Marshal(map[string]any{"sourceType": doc.SourceType, "externalId": doc.ExternalID, "version": doc.Version, "connection": doc.Connection})
+	return Event{At: now, Client: doc.Client, Aggregate: AggregateDocument, AggregateID: doc.ID, Type: EventDocumentStored, Data: data}
+}

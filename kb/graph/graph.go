@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -144,6 +146,17 @@ func (q *NeighborQuery) Validate() error {
 type Visit struct {
 	Node
 	Depth int `json:"depth"`
+}
+
+// SortVisits orders visits nearest first, then by key: the order every
+// backend returns a neighbourhood in.
+func SortVisits(vs []Visit) {
+	slices.SortFunc(vs, func(a, b Visit) int {
+		if a.Depth != b.Depth {
+			return a.Depth - b.Depth
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
 }
 
 // Neighborhood is a traversal's result: the nodes reached (nearest first) and

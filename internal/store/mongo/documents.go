@@ -152,8 +152,7 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 			}
 			r.Raw, r.Normalized, r.Large = nil, "{}", true
 		}
-		data, _ := json.Marshal(map[string]any{"sourceType": doc.SourceType, "externalId": doc.ExternalID, "version": doc.Version, "connection": doc.Connection})
-		r.Outbox = []eventRecord{toEventRecord(outboxKey(doc.ID, 0), store.Event{At: now, Client: doc.Client, Aggregate: store.AggregateDocument, AggregateID: doc.ID, Type: store.EventDocumentStored, Data: data})}
+		r.Outbox = []eventRecord{toEventRecord(outboxKey(doc.ID, 0), store.DocumentStoredEvent(doc, now))}
 		_, err = s.docs.InsertOne(ctx, r)
 		if onlyDuplicates(err) {
 			continue // the same content, or the same version number, stored meanwhile

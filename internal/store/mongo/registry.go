@@ -19,14 +19,10 @@ import (
 // ID held by another client collides on the primary key), then append its
 // event.
 func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
-	if m.TaskID == "" || m.Client == "" {
-		return fmt.Errorf("%w: task memory: taskId and client are required", store.ErrInvalid)
-	}
 	now := time.Now()
-	m.UpdatedAt = now.UTC()
-	data, err := json.Marshal(m)
+	m, data, err := store.PrepareTaskMemory(m, now)
 	if err != nil {
-		return fmt.Errorf("%w: task memory: %v", store.ErrInvalid, err)
+		return err
 	}
 	_, err = s.memories.UpdateOne(ctx, bson.M{"_id": m.TaskID, "client": m.Client},
 		bson.M{"$set": bson.M{"data": string(data), "updatedAt": micros(now)}}, options.Update().SetUpsert(true))
@@ -36,8 +32,7 @@ func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
 	if err != nil {
 		return fmt.Errorf("save task memory: %w", err)
 	}
-	ev, _ := json.Marshal(map[string]any{"routingDecision": m.RoutingDecision})
-	_, err = s.AppendEvent(ctx, store.Event{At: now, Client: m.Client, Aggregate: store.AggregateTask, AggregateID: m.TaskID, Type: store.EventTaskMemorySaved, Data: ev})
+	_, err = s.AppendEvent(ctx, store.TaskMemoryEvent(m, now))
 	return err
 }
 

@@ -105,9 +105,8 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 			string(normalized), sqlitedb.Micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, sqlitedb.Micros(now)); err != nil {
 			return err
 		}
-		data, _ := json.Marshal(map[string]any{"sourceType": doc.SourceType, "externalId": doc.ExternalID, "version": doc.Version, "connection": doc.Connection})
 		created = true
-		_, err = appendEvent(ctx, tx, store.Event{At: now, Client: doc.Client, Aggregate: store.AggregateDocument, AggregateID: doc.ID, Type: store.EventDocumentStored, Data: data})
+		_, err = appendEvent(ctx, tx, store.DocumentStoredEvent(doc, now))
 		return err
 	})
 	return doc, created, err

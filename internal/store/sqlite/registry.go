@@ -15,14 +15,10 @@ import (
 
 // SaveTaskMemory implements store.Memories.
 func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
-	if m.TaskID == "" || m.Client == "" {
-		return fmt.Errorf("%w: task memory: taskId and client are required", store.ErrInvalid)
-	}
 	now := time.Now()
-	m.UpdatedAt = now.UTC()
-	data, err := json.Marshal(m)
+	m, data, err := store.PrepareTaskMemory(m, now)
 	if err != nil {
-		return fmt.Errorf("%w: task memory: %v", store.ErrInvalid, err)
+		return err
 	}
 	return s.db.Write(ctx, "save task memory", func(tx sqlitedb.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO task_memory (task_id, client, data, updated_at) VALUES (?, ?, ?, ?)
@@ -34,8 +30,7 @@ func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("task memory %s belongs to another client: %w", m.TaskID, store.ErrConflict)
 		}
-		ev, _ := json.Marshal(map[string]any{"routingDecision": m.RoutingDecision})
-		_, err = appendEvent(ctx, tx, store.Event{At: now, Client: m.Client, Aggregate: store.AggregateTask, AggregateID: m.TaskID, Type: store.EventTaskMemorySaved, Data: ev})
+		_, err = appendEvent(ctx, tx, store.TaskMemoryEvent(m, now))
 		return err
 	})
 }

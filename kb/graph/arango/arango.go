@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -549,12 +548,7 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	for _, n := range ns {
 		hood.Nodes = append(hood.Nodes, graph.Visit{Node: n, Depth: depth[n.Key]})
 	}
-	slices.SortFunc(hood.Nodes, func(a, b graph.Visit) int {
-		if a.Depth != b.Depth {
-			return a.Depth - b.Depth
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
+	graph.SortVisits(hood.Nodes)
 	// The edges among the nodes reached that the traversal may follow.
 	ids := make([]string, len(keys))
 	for i, k := range keys {

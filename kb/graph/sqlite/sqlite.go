@@ -438,12 +438,7 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	for _, n := range ns {
 		hood.Nodes = append(hood.Nodes, graph.Visit{Node: n, Depth: depth[n.Key]})
 	}
-	slices.SortFunc(hood.Nodes, func(a, b graph.Visit) int {
-		if a.Depth != b.Depth {
-			return a.Depth - b.Depth
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
+	graph.SortVisits(hood.Nodes)
 	if len(edgeKeys) > 0 {
 		hood.Edges, err = g.edges(ctx, g.db.Reads(), "edges", `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
 	}
