@@ -453,39 +453,55 @@ var ErrNoChangeStreams = errors.New("the server has no change streams")
 
 // WatchInserts calls onDocument after each document version inserted and
 // onTask after each task inserted — by any process — from a change stream,
-// until ctx ends (then it returns nil). Where the server has no change
+// until ctx ends (then it returns nil). A stream that breaks (a timeout, a
+// failover) is reopened where it left off. Where the server has no change
 // streams it returns an error wrapping ErrNoChangeStreams at once; idle
 // workers then find new work by polling.
 func (s *Store) WatchInserts(ctx context.Context, onDocument, onTask func()) error {
-	cs, err := s.db.Watch(ctx, mgo.Pipeline{
+	pipeline := mgo.Pipeline{
 		{{Key: "$match", Value: bson.M{"operationType": "insert", "ns.coll": bson.M{"$in": bson.A{collDocuments, collTasks}}}}},
 		{{Key: "$project", Value: bson.M{"ns": 1}}},
-	})
-	if err != nil {
+	}
+	var resume bson.Raw
+	for attempt := 0; ; attempt++ {
+		opts := options.ChangeStream()
+		if resume != nil {
+			opts.SetResumeAfter(resume)
+		}
+		cs, err := s.db.Watch(ctx, pipeline, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if attempt == 0 {
+				return fmt.Errorf("%w: %v", ErrNoChangeStreams, err)
+			}
+			select { // the server may be failing over: try again
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for cs.Next(ctx) {
+			var ev struct {
+				NS struct {
+					Coll string `bson:"coll"`
+				} `bson:"ns"`
+			}
+			if cs.Decode(&ev) == nil {
+				switch ev.NS.Coll {
+				case collDocuments:
+					onDocument()
+				case collTasks:
+					onTask()
+				}
+			}
+		}
+		resume = cs.ResumeToken()
+		_ = cs.Close(context.Background())
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("%w: %v", ErrNoChangeStreams, err)
 	}
-	defer cs.Close(context.Background())
-	for cs.Next(ctx) {
-		var ev struct {
-			NS struct {
-				Coll string `bson:"coll"`
-			} `bson:"ns"`
-		}
-		if cs.Decode(&ev) != nil {
-			continue
-		}
-		switch ev.NS.Coll {
-		case collDocuments:
-			onDocument()
-		case collTasks:
-			onTask()
-		}
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return cs.Err()
 }
