@@ -4,7 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,5 +65,76 @@ func TestImportDemoIntoMongo(t *testing.T) {
 	}
 	if again := status(); again.Documents["INDEXED"] != 48 || again.TasksByKind["LINK_PROCESSING"]["NEW"] != st.TasksByKind["LINK_PROCESSING"]["NEW"] || again.TasksByKind["DATA_PROCESSING"]["NEW"] != 48 {
 		t.Fatalf("second import changed counts: %v %v", again.Documents, again.TasksByKind)
+	}
+}
+
+// serve on the MongoDB store: it says which server it uses (without a
+// password), /readyz checks it, the change-stream watcher reports what the
+// server offers, and it stops cleanly.
+func TestServeOnMongo(t *testing.T) {
+	uri := integration.Env(t, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
+	t.Parallel()
+	db := fmt.Sprintf("jervis_serve_%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() {
+		if s, err := mongo.Open(context.Background(), mongo.Options{URI: uri, Database: db}); err == nil {
+			_ = s.Drop(context.Background())
+			_ = s.Close()
+		}
+	})
+	// A URI with a password: whatever the server answers, the password is in
+	// no message.
+	u, _ := url.Parse(uri)
+	u.User = url.UserPassword("jervis", "s3cret-password")
+	_, out, errOut := runCLI(t, []string{"JERVIS_STORE_BACKEND=mongo", "JERVIS_STORE_MONGO_URI=" + u.String(), "JERVIS_STORE_MONGO_DATABASE=" + db}, "status", "--data", t.TempDir())
+	if strings.Contains(out+errOut, "s3cret") {
+		t.Fatalf("the password reached the output:\n%s%s", out, errOut)
+	}
+	cmd := jervis(t, "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--roles", "indexers,qualifier,api", "--log-format", "json")
+	cmd.Env = append(cmd.Env, "JERVIS_STORE_BACKEND=mongo", "JERVIS_STORE_MONGO_URI="+uri, "JERVIS_STORE_MONGO_DATABASE="+db)
+	var (
+		mu   sync.Mutex
+		msgs []string
+	)
+	raw := jsonLogs(t, cmd)
+	lines := make(chan map[string]any, 64)
+	go func() { // every message, also those waitLog reads past
+		defer close(lines)
+		for m := range raw {
+			mu.Lock()
+			msgs = append(msgs, fmt.Sprint(m["msg"]))
+			mu.Unlock()
+			lines <- m
+		}
+	}()
+	defer cmd.Process.Kill()
+	open := waitLog(t, lines, "store open")
+	if open["backend"] != "mongo" || open["server"] == nil {
+		t.Fatalf("store open: %v", open)
+	}
+	addr := waitLog(t, lines, "jervis serving")["addr"].(string)
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"store:mongo":{"ok":true}`) {
+		t.Fatalf("readyz %d: %s", resp.StatusCode, body)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	for range lines {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	s, err := mongo.Open(t.Context(), mongo.Options{URI: uri, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	server, _ := s.ServerVersion(t.Context())
+	said := strings.Contains(strings.Join(msgs, "\n"), "no change streams")
+	if strings.HasPrefix(server, "FerretDB") && !said { // a standalone MongoDB has none either; a replica set has them
+		t.Fatalf("%s has no change streams, and serve did not say so: %q", server, msgs)
 	}
 }
