@@ -21,13 +21,15 @@
 //   - SaveTaskMemory writes the memory, then appends its event (a crash in
 //     between keeps the memory and loses only that event).
 //
-// Sequence numbers increase in the order they are taken, not in the order
-// events become visible: with several writers, an event can appear after one
-// with a higher number (a reader following AfterSeq may see it late; the
-// SQLite backend has no such gap).
+// Sequence numbers are taken before events become visible, so with several
+// writers an event can appear after one with a higher number. Readers see
+// the log only up to its stable point (events.go): no event is ever skipped
+// by a reader following the log by number, at the price of a delay while an
+// event is on its way (or GapWait, after a writer died holding a number).
 package mongo
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -56,6 +58,10 @@ type Options struct {
 	// Timeout bounds connecting and every operation, retries included
 	// (default 30s).
 	Timeout time.Duration
+	// GapWait is how long a missing event sequence number holds back the
+	// events after it before it counts as abandoned (a writer that died
+	// between taking the number and inserting the event); default 10s.
+	GapWait time.Duration
 }
 
 // Store is the MongoDB pipeline store.
@@ -66,7 +72,9 @@ type Store struct {
 	docs, tasks, memories, events, counters *mgo.Collection
 	aliases, cursors, clients, keys, links  *mgo.Collection
 	answers                                 *mgo.Collection
-	raws                                    *mgo.Collection
+
+	gapWait time.Duration
+	stable  stableSeq // events up to here are all visible
 }
 
 var _ store.Store = (*Store)(nil)
@@ -107,7 +115,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		memories: db.Collection("task_memory"), events: db.Collection("events"), counters: db.Collection("counters"),
 		aliases: db.Collection("aliases"), cursors: db.Collection("cursors"), clients: db.Collection("clients"),
 		keys: db.Collection("api_keys"), links: db.Collection("link_patterns"), answers: db.Collection("model_answers"),
-		raws: db.Collection("document_raw"),
+		gapWait: cmp.Or(o.GapWait, 10*time.Second),
 	}
 	if err := s.ensureIndexes(ctx); err != nil {
 		_ = client.Disconnect(context.Background())
@@ -269,6 +277,8 @@ type eventRecord struct {
 	AggregateID string `bson:"aggregateId"`
 	Type        string `bson:"type"`
 	Data        string `bson:"data,omitempty"`
+	Inserted    int64  `bson:"ins,omitempty"` // when it was inserted (µs)
+	Gap         bool   `bson:"gap,omitempty"` // a placeholder for an unused number
 }
 
 func toEventRecord(id string, e store.Event) eventRecord {
@@ -310,13 +320,26 @@ func (s *Store) insertEvents(ctx context.Context, evs []eventRecord) error {
 		return err
 	}
 	docs := make([]any, len(evs))
+	now := time.Now().UnixMicro()
 	for i := range evs {
-		evs[i].Seq = first + int64(i)
+		evs[i].Seq, evs[i].Inserted = first+int64(i), now
 		docs[i] = evs[i]
 	}
 	_, err = s.events.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	if err != nil && !onlyDuplicates(err) {
+	dups, ok := duplicateIndexes(err)
+	if !ok {
 		return fmt.Errorf("insert events: %w", err)
+	}
+	// An event stored already (a repeated flush) leaves its new number
+	// unused: a placeholder fills it, so that readers need not wait for it.
+	var fill []any
+	for i := range dups {
+		fill = append(fill, eventRecord{ID: fmt.Sprintf("gap:%d", evs[i].Seq), Seq: evs[i].Seq, Inserted: now, Gap: true})
+	}
+	if len(fill) > 0 {
+		if _, err := s.events.InsertMany(ctx, fill, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
+			return fmt.Errorf("insert events: %w", err)
+		}
 	}
 	return nil
 }

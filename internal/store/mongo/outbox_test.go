@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -89,5 +90,132 @@ func TestOutboxRepair(t *testing.T) {
 	}
 	if n, err := s.tasks.CountDocuments(ctx, pendingOutbox); err != nil || n != 0 {
 		t.Fatalf("pending outbox filter matches %d (%v)", n, err)
+	}
+}
+
+// TestEventLogStablePoint: an event whose number was taken but which is not
+// inserted yet holds back the events after it — a reader following the log
+// by number would otherwise skip it — until it arrives, or until GapWait
+// says its writer died.
+func TestEventLogStablePoint(t *testing.T) {
+	uri := integration.Env(t, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
+	ctx := t.Context()
+	s, err := Open(ctx, Options{URI: uri, Database: "jervis_test_stable", GapWait: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Drop(ctx)
+	t.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	ev := func(n int) store.Event {
+		return store.Event{Client: "acme", Aggregate: "poll", AggregateID: "mail", Type: "poll.finished", Data: []byte(fmt.Sprintf(`{"n":%d}`, n))}
+	}
+	first, err := s.AppendEvent(ctx, ev(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A writer takes the next number and has not inserted its event yet.
+	slow, err := s.nextSeqs(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendEvent(ctx, ev(3)); err != nil {
+		t.Fatal(err)
+	}
+	visible := func() (int64, int) {
+		latest, err := s.LatestEventSeq(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := s.ListEvents(ctx, store.EventQuery{Client: "acme", AfterSeq: first.Seq - 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return latest, len(evs)
+	}
+	if latest, n := visible(); latest != first.Seq || n != 1 {
+		t.Fatalf("with a number in flight: latest %d (want %d), %d events visible (want 1)", latest, first.Seq, n)
+	}
+	// The slow writer's event arrives: everything is visible, in order.
+	e := toEventRecord("slow", ev(2))
+	e.Seq, e.Inserted = slow, time.Now().UnixMicro()
+	if _, err := s.events.InsertOne(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if latest, n := visible(); latest != slow+1 || n != 3 {
+		t.Fatalf("after it arrived: latest %d, %d events", latest, n)
+	}
+	// A writer that dies with a number: the log moves on after GapWait.
+	if _, err := s.nextSeqs(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	last, err := s.AppendEvent(ctx, ev(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest, _ := visible(); latest != slow+1 {
+		t.Fatalf("before GapWait: latest %d", latest)
+	}
+	time.Sleep(2100 * time.Millisecond)
+	if latest, n := visible(); latest != last.Seq || n != 4 {
+		t.Fatalf("after GapWait: latest %d (want %d), %d events", latest, last.Seq, n)
+	}
+	// A new process starts from the shared stable point.
+	s2, err := Open(ctx, Options{URI: uri, Database: "jervis_test_stable"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if latest, err := s2.LatestEventSeq(ctx); err != nil || latest != last.Seq {
+		t.Fatalf("second process: %d %v", latest, err)
+	}
+}
+
+// TestRepeatedFlush: a writer that died after inserting its events but
+// before pulling them from the outbox leaves them to be flushed again; the
+// second flush stores nothing twice, and the numbers it took are filled by
+// placeholders that hold no reader back and that no reader sees.
+func TestRepeatedFlush(t *testing.T) {
+	uri := integration.Env(t, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
+	ctx := t.Context()
+	s, err := Open(ctx, Options{URI: uri, Database: "jervis_test_reflush", GapWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Drop(ctx)
+	t.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	// Enqueue's own flush ran: the created event is in the log. Put it
+	// back into the outbox, as if the pull had not happened.
+	if _, err := s.EnqueueTasks(ctx, store.Task{Client: "acme", Kind: store.KindData, SourceDoc: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	id := store.TaskID("a", store.KindData, "")
+	before, err := s.ListEvents(ctx, store.EventQuery{AggregateID: id})
+	if err != nil || len(before) != 1 {
+		t.Fatalf("events: %+v %v", before, err)
+	}
+	var r eventRecord
+	if err := s.events.FindOne(ctx, bson.M{"_id": outboxKey(id, 0)}).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	r.Seq, r.Inserted = 0, 0
+	if _, err := s.tasks.UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$push": bson.M{"outbox": r}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.flush(ctx, s.tasks, []string{id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendEvent(ctx, store.Event{Client: "acme", Aggregate: "poll", Type: "poll.finished"}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.ListEvents(ctx, store.EventQuery{Client: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].AggregateID != id || all[1].Type != "poll.finished" {
+		t.Fatalf("after the repeated flush: %+v", all)
+	}
+	latest, err := s.LatestEventSeq(ctx)
+	if err != nil || latest != all[1].Seq {
+		t.Fatalf("latest %d (%v), want %d: the unused number must not hold the log back", latest, err, all[1].Seq)
 	}
 }

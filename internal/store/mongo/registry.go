@@ -77,19 +77,20 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (store.Event, er
 	return e, nil
 }
 
-// LatestEventSeq implements store.Events.
+// LatestEventSeq implements store.Events: the log's stable point (see
+// stableEventSeq), which trails the last number taken only while an event
+// is on its way.
 func (s *Store) LatestEventSeq(ctx context.Context) (int64, error) {
-	var r eventRecord
-	err := s.events.FindOne(ctx, bson.M{}, options.FindOne().SetSort(bson.D{{Key: "seq", Value: -1}}).SetProjection(bson.M{"seq": 1})).Decode(&r)
-	if errors.Is(err, mgo.ErrNoDocuments) {
-		return 0, nil
-	}
-	return r.Seq, err
+	return s.stableEventSeq(ctx)
 }
 
-// ListEvents implements store.Events.
+// ListEvents implements store.Events, up to the log's stable point.
 func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
-	filter := bson.M{"seq": bson.M{"$gt": q.AfterSeq}}
+	stable, err := s.stableEventSeq(ctx)
+	if err != nil {
+		return nil, err
+	}
+	filter := bson.M{"seq": bson.M{"$gt": q.AfterSeq, "$lte": stable}, "gap": bson.M{"$ne": true}}
 	for k, v := range map[string]string{"client": q.Client, "aggregate": q.Aggregate, "aggregateId": q.AggregateID} {
 		if v != "" {
 			filter[k] = v
