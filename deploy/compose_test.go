@@ -119,7 +119,7 @@ func TestComposeFile(t *testing.T) {
 		t.Fatalf("store.mongo.uri %s: no replica-set service %s on port %s (%v)", m, m.Hostname(), m.Port(), mongo.Command)
 	}
 	if j.DependsOn[m.Hostname()].Condition != "service_healthy" || mongo.Healthcheck == nil ||
-		!strings.Contains(strings.Join(mongo.Healthcheck.Test, " "), "rs.initiate") {
+		!strings.Contains(strings.Join(mongo.Healthcheck.Test, " "), "rs.initiate") || !strings.Contains(strings.Join(mongo.Healthcheck.Test, " "), "isWritablePrimary ? 0 : 1") {
 		t.Fatal("jervis must wait for mongo's replica set (its healthcheck initiates it)")
 	}
 	if cfg.Graph.Backend != "arango" {
