@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/event"
 	mgo "go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 	"go.mongodb.org/mongo-driver/mongo/readpref"
@@ -58,6 +59,8 @@ type Options struct {
 	// Timeout bounds connecting and every operation, retries included
 	// (default 30s).
 	Timeout time.Duration
+	// Monitor, when set, sees every command sent (benchmarks count them).
+	Monitor *event.CommandMonitor
 	// GapWait is how long a missing event sequence number holds back the
 	// events after it before it counts as abandoned (a writer that died
 	// between taking the number and inserting the event); default 10s.
@@ -97,7 +100,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		SetServerSelectionTimeout(o.Timeout).
 		SetConnectTimeout(o.Timeout).
 		SetTimeout(o.Timeout).
-		SetAppName("jervis")
+		SetAppName("jervis").
+		SetMonitor(o.Monitor)
 	client, err := mgo.Connect(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("mongodb %s: %w", Redact(o.URI), err)

@@ -1,0 +1,73 @@
+package mongo_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/event"
+
+	"github.com/jervis-dev/jervis/internal/integration"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/store/mongo"
+)
+
+// BenchmarkTaskCycle enqueues tasks in batches of 100, then claims them 32
+// at a time and completes each batch with one TransitionTasks, reporting
+// tasks/s and the server commands each task costs (counted by the driver's
+// command monitor: the design's cost, whatever the server's speed). Run it
+// against the server you deploy on: TEST_MONGO_URI=... go test
+// ./internal/store/mongo -run '^$' -bench TaskCycle -benchtime=2000x.
+func BenchmarkTaskCycle(b *testing.B) {
+	uri := integration.Env(b, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
+	var commands atomic.Int64
+	ctx := context.Background()
+	db := fmt.Sprintf("jervis_bench_%d", time.Now().UnixNano()%1e9)
+	s, err := mongo.Open(ctx, mongo.Options{URI: uri, Database: db, Monitor: &event.CommandMonitor{
+		Started: func(context.Context, *event.CommandStartedEvent) { commands.Add(1) },
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	if server, err := s.ServerVersion(ctx); err == nil {
+		b.Logf("server: %s", server)
+	}
+	b.ResetTimer()
+	start := commands.Load()
+	for i := 0; i < b.N; i += 100 {
+		batch := make([]store.Task, 0, 100)
+		for j := i; j < min(b.N, i+100); j++ {
+			batch = append(batch, store.Task{Client: "acme", Kind: store.KindData, SourceDoc: fmt.Sprint("d", j)})
+		}
+		if _, err := s.EnqueueTasks(ctx, batch...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	enqueue := commands.Load() - start
+	done := 0
+	for done < b.N {
+		now := time.Now()
+		got, err := s.ClaimTasks(ctx, store.StageQualify, store.Claim{Owner: "bench", Limit: 32, Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got) == 0 {
+			b.Fatalf("nothing to claim after %d of %d", done, b.N)
+		}
+		ts := make([]store.TaskTransition, len(got))
+		for i, t := range got {
+			ts[i] = store.TaskTransition{ID: t.ID, From: store.TaskQualifying, To: store.TaskDone, Owner: "bench"}
+		}
+		if err := s.TransitionTasks(ctx, ts); err != nil {
+			b.Fatal(err)
+		}
+		done += len(got)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+	b.ReportMetric(float64(enqueue)/float64(b.N), "enqueue-cmds/task")
+	b.ReportMetric(float64(commands.Load()-start-enqueue)/float64(b.N), "claim+complete-cmds/task")
+}
