@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"net/url"
 	"slices"
 	"sync"
@@ -458,17 +459,10 @@ func (g *clientGraph) edgesByKey(ctx context.Context, keys []string) ([]graph.Ed
 	return out, nil
 }
 
-// step is one edge followed from a frontier node.
-type step struct {
-	From  string `json:"from"`  // the frontier node's readable key
-	Other string `json:"other"` // the node reached
-	Type  string `json:"type"`
-	Key   string `json:"key"` // the edge's readable key
-}
-
 // level follows the edges of one direction out of the frontier (readable
-// keys), in frontier key, edge type and edge key order.
-func (g *clientGraph) level(ctx context.Context, frontier []string, dir graph.Direction, types []string) ([]step, error) {
+// keys), in frontier key, edge type and edge key order: one AQL traversal
+// step over the named graph.
+func (g *clientGraph) level(ctx context.Context, frontier []string, dir graph.Direction, types []string) ([]graph.Step, error) {
 	aqlDir := "OUTBOUND"
 	if dir == graph.In {
 		aqlDir = "INBOUND"
@@ -477,18 +471,26 @@ func (g *clientGraph) level(ctx context.Context, frontier []string, dir graph.Di
 	for i, k := range frontier {
 		starts[i] = g.nodes + "/" + docKey(k)
 	}
-	return query[step](ctx, g.s.db, `FOR s IN @starts
+	rows, err := query[struct {
+		Type  string `json:"type"`
+		Other string `json:"other"`
+	}](ctx, g.s.db, `FOR s IN @starts
 		LET f = DOCUMENT(s)
 		FOR v, e IN 1..1 `+aqlDir+` s GRAPH @graph
 			FILTER LENGTH(@types) == 0 OR e.edgeType IN @types
 			SORT f.sortKey, e.edgeType, e.key
-			RETURN {from: f.key, other: v.key, type: e.edgeType, key: e.key}`,
+			RETURN {type: e.edgeType, other: v.key}`,
 		map[string]any{"starts": starts, "graph": g.graph, "types": types})
+	steps := make([]graph.Step, len(rows))
+	for i, r := range rows {
+		steps[i] = graph.Step{Type: r.Type, Other: r.Other}
+	}
+	return steps, err
 }
 
-// Neighbors implements graph.Graph breadth first, one AQL traversal step per
-// level and direction, stopping once q.Limit nodes are reached: the same
-// order and limits as the SQLite backend.
+// Neighbors implements graph.Graph with graph.Walk (the SQLite backend's
+// walk: same order, same limits), one AQL traversal step per level and
+// direction.
 func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (graph.Neighborhood, error) {
 	var hood graph.Neighborhood
 	if err := q.Validate(); err != nil {
@@ -500,43 +502,28 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	}
 	ctx, cancel := g.ctx(ctx)
 	defer cancel()
-	depth := map[string]int{}
-	var keys []string
-	visit := func(k string, d int) bool {
-		if _, seen := depth[k]; !seen && len(keys) < q.Limit {
-			depth[k] = d
-			keys = append(keys, k)
-			return true
-		}
-		return false
-	}
+	var start []string
 	for _, k := range q.Start {
-		if slices.ContainsFunc(existing, func(n graph.Node) bool { return n.Key == k }) {
-			visit(k, 0)
+		if slices.ContainsFunc(existing, func(n graph.Node) bool { return n.Key == k }) && !slices.Contains(start, k) {
+			start = append(start, k)
 		}
 	}
-	frontier := slices.Clone(keys)
-	for d := 1; d <= q.Depth && len(keys) < q.Limit && len(frontier) > 0; d++ {
-		slices.Sort(frontier)
-		var next []string
-		for _, dir := range []graph.Direction{graph.Out, graph.In} {
-			if q.Direction != dir && q.Direction != graph.Any {
-				continue
-			}
+	keys, depth, err := graph.Walk(q, start, func(frontier []string, dir graph.Direction) iter.Seq2[graph.Step, error] {
+		return func(yield func(graph.Step, error) bool) {
 			steps, err := g.level(ctx, frontier, dir, q.EdgeTypes)
 			if err != nil {
-				return hood, err
+				yield(graph.Step{}, err)
+				return
 			}
 			for _, st := range steps {
-				if len(keys) >= q.Limit {
-					break
-				}
-				if visit(st.Other, d) {
-					next = append(next, st.Other)
+				if !yield(st, nil) {
+					return
 				}
 			}
 		}
-		frontier = next
+	})
+	if err != nil {
+		return hood, err
 	}
 	if len(keys) == 0 {
 		return hood, nil

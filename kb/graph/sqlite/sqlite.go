@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -375,48 +376,23 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 			start = append(start, k)
 		}
 	}
-	depth := map[string]int{}
-	var keys []string
-	visit := func(k string, d int) bool {
-		if _, seen := depth[k]; !seen && len(keys) < q.Limit {
-			depth[k] = d
-			keys = append(keys, k)
-			return true
+	// Within a level: edges out of the frontier, then into it; by frontier
+	// key, then edge type and key (the adjacency's order).
+	keys, depth, _ := graph.Walk(q, start, func(frontier []string, dir graph.Direction) iter.Seq2[graph.Step, error] {
+		arcs := adj.out
+		if dir == graph.In {
+			arcs = adj.in
 		}
-		return false
-	}
-	for _, k := range start {
-		visit(k, 0)
-	}
-	frontier := keys
-	for d := 1; d <= q.Depth && len(keys) < q.Limit && len(frontier) > 0; d++ {
-		// Within a level: edges out of the frontier, then into it; by
-		// frontier key, then edge type and key (the indexes' order).
-		from := slices.Sorted(slices.Values(frontier))
-		var next []string
-		for _, step := range []struct {
-			on   graph.Direction
-			arcs map[string][]arc
-		}{{graph.Out, adj.out}, {graph.In, adj.in}} {
-			if q.Direction != step.on && q.Direction != graph.Any {
-				continue
-			}
-			for _, f := range from {
-				for _, x := range step.arcs[f] {
-					if len(keys) >= q.Limit {
-						break
-					}
-					if len(q.EdgeTypes) > 0 && !slices.Contains(q.EdgeTypes, x.typ) {
-						continue
-					}
-					if visit(x.other, d) {
-						next = append(next, x.other)
+		return func(yield func(graph.Step, error) bool) {
+			for _, f := range frontier {
+				for _, x := range arcs[f] {
+					if !yield(graph.Step{Type: x.typ, Other: x.other}, nil) {
+						return
 					}
 				}
 			}
 		}
-		frontier = next
-	}
+	})
 	// The edges among the nodes reached, from the same structure: read by
 	// key, not by scanning every edge out of each node.
 	var edgeKeys []string
