@@ -52,50 +52,19 @@ MOD
 	echo "$VERSION" >"$CACHE/version"
 }
 
+NAME=ferretdb
+# shellcheck source=deploy/server.sh
+source "$(dirname "$0")/server.sh"
+
 start() {
 	build
-	stop >/dev/null 2>&1 || true
-	mkdir -p "$RUN"
+	server_stop >/dev/null 2>&1 || true
 	local data
-	data=$(mktemp -d)
-	echo "$data" >"$RUN/data"
-	"$BIN" --handler=sqlite --sqlite-url="file:$data/?_txlock=immediate&_pragma=synchronous(normal)" --state-dir="$data" --listen-addr="127.0.0.1:$PORT" \
-		--debug-addr=127.0.0.1:0 --telemetry=disable --log-level=warn >"$RUN/ferretdb.log" 2>&1 &
+	data=$(server_data)
+	"$BIN" --handler=sqlite --sqlite-url="file:$data/?_txlock=immediate&_pragma=synchronous(normal)" --state-dir="$data" \
+		--listen-addr="127.0.0.1:$PORT" --debug-addr=127.0.0.1:0 --telemetry=disable --log-level=warn >"$RUN/server.log" 2>&1 &
 	echo $! >"$RUN/pid"
-	for _ in $(seq 1 120); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
-			echo "mongodb://127.0.0.1:$PORT/"
-			return
-		fi
-		if ! kill -0 "$(cat "$RUN/pid")" 2>/dev/null; then
-			echo "ferretdb exited; its log:" >&2
-			tail -20 "$RUN/ferretdb.log" >&2
-			return 1
-		fi
-		sleep 0.25
-	done
-	echo "ferretdb not listening after 30 s; its log:" >&2
-	tail -20 "$RUN/ferretdb.log" >&2
-	return 1
+	server_wait "(exec 3<>/dev/tcp/127.0.0.1/$PORT)" "mongodb://127.0.0.1:$PORT/" 60
 }
 
-stop() {
-	if [[ -f $RUN/pid ]]; then
-		kill "$(cat "$RUN/pid")" 2>/dev/null || true
-		for _ in $(seq 1 40); do kill -0 "$(cat "$RUN/pid")" 2>/dev/null || break; sleep 0.25; done
-		kill -9 "$(cat "$RUN/pid")" 2>/dev/null || true
-		rm -f "$RUN/pid"
-	fi
-	if [[ -f $RUN/data ]]; then
-		rm -rf "$(cat "$RUN/data")" "$RUN/data"
-	fi
-}
-
-case ${1:-} in
-start) start ;;
-stop) stop ;;
-*)
-	echo "usage: $0 start|stop" >&2
-	exit 2
-	;;
-esac
+server_main "$@"

@@ -28,54 +28,23 @@ build() {
 	echo "$VERSION" >"$CACHE/version"
 }
 
+NAME=weaviate-server
+# shellcheck source=deploy/server.sh
+source "$(dirname "$0")/server.sh"
+
 start() {
 	build
-	stop >/dev/null 2>&1 || true
-	mkdir -p "$RUN"
+	server_stop >/dev/null 2>&1 || true
 	local data
-	data=$(mktemp -d)
-	echo "$data" >"$RUN/data"
+	data=$(server_data)
 	AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED=true PERSISTENCE_DATA_PATH=$data DEFAULT_VECTORIZER_MODULE=none \
 		ENABLE_MODULES= CLUSTER_HOSTNAME=node1 CLUSTER_BIND_ADDR=127.0.0.1 CLUSTER_ADVERTISE_ADDR=127.0.0.1 \
 		CLUSTER_GOSSIP_BIND_PORT=$((PORT + 2)) CLUSTER_DATA_BIND_PORT=$((PORT + 3)) RAFT_PORT=$((PORT + 4)) \
 		RAFT_INTERNAL_RPC_PORT=$((PORT + 5)) RAFT_BOOTSTRAP_EXPECT=1 GRPC_PORT=$GRPC DISABLE_TELEMETRY=true \
 		GO_PROFILING_DISABLE=true PROMETHEUS_MONITORING_ENABLED=false \
-		"$BIN" --host 127.0.0.1 --port "$PORT" --scheme http >"$RUN/weaviate.log" 2>&1 &
+		"$BIN" --host 127.0.0.1 --port "$PORT" --scheme http >"$RUN/server.log" 2>&1 &
 	echo $! >"$RUN/pid"
-	for _ in $(seq 1 120); do
-		if curl -fsS "$URL/v1/.well-known/ready" >/dev/null 2>&1; then
-			echo "$URL"
-			return
-		fi
-		if ! kill -0 "$(cat "$RUN/pid")" 2>/dev/null; then
-			echo "weaviate-server exited; its log:" >&2
-			tail -20 "$RUN/weaviate.log" >&2
-			return 1
-		fi
-		sleep 0.5
-	done
-	echo "weaviate-server not ready after 60 s; its log:" >&2
-	tail -20 "$RUN/weaviate.log" >&2
-	return 1
+	server_wait "curl -fsS '$URL/v1/.well-known/ready'" "$URL" 120
 }
 
-stop() {
-	if [[ -f $RUN/pid ]]; then
-		kill "$(cat "$RUN/pid")" 2>/dev/null || true
-		for _ in $(seq 1 40); do kill -0 "$(cat "$RUN/pid")" 2>/dev/null || break; sleep 0.25; done
-		kill -9 "$(cat "$RUN/pid")" 2>/dev/null || true
-		rm -f "$RUN/pid"
-	fi
-	if [[ -f $RUN/data ]]; then
-		rm -rf "$(cat "$RUN/data")" "$RUN/data"
-	fi
-}
-
-case ${1:-} in
-start) start ;;
-stop) stop ;;
-*)
-	echo "usage: $0 start|stop" >&2
-	exit 2
-	;;
-esac
+server_main "$@"

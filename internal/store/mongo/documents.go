@@ -318,24 +318,8 @@ func (s *Store) ExtendDocumentLeases(ctx context.Context, owner string, ids []st
 
 // TransitionDocuments implements store.Documents.
 func (s *Store) TransitionDocuments(ctx context.Context, ts []store.DocumentTransition) error {
-	var skipped []error
-	var done []string
 	now := time.Now()
-	for _, t := range ts {
-		err := s.transitionDocument(ctx, t, now)
-		switch {
-		case err == nil:
-			done = append(done, t.ID)
-		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrIllegalTransition), errors.Is(err, store.ErrNotFound):
-			skipped = append(skipped, err)
-		default:
-			return errors.Join(err, s.flush(ctx, s.docs, done))
-		}
-	}
-	if err := s.flush(ctx, s.docs, done); err != nil {
-		return err
-	}
-	return errors.Join(skipped...)
+	return transitionAll(ctx, s, s.docs, ts, func(t store.DocumentTransition) (string, error) { return t.ID, s.transitionDocument(ctx, t, now) })
 }
 
 func (s *Store) transitionDocument(ctx context.Context, t store.DocumentTransition, now time.Time) error {

@@ -247,21 +247,28 @@ func (s *Store) extendLeases(ctx context.Context, coll *mgo.Collection, running 
 
 // TransitionTasks implements store.Tasks.
 func (s *Store) TransitionTasks(ctx context.Context, ts []store.TaskTransition) error {
+	now := time.Now()
+	return transitionAll(ctx, s, s.tasks, ts, func(t store.TaskTransition) (string, error) { return t.ID, s.transitionTask(ctx, t, now) })
+}
+
+// transitionAll applies each transition, then flushes the events of those
+// applied. Transitions that are illegal, stale or of missing records are
+// skipped and reported together, as store.Documents and store.Tasks say.
+func transitionAll[T any](ctx context.Context, s *Store, coll *mgo.Collection, ts []T, apply func(T) (string, error)) error {
 	var skipped []error
 	var done []string
-	now := time.Now()
 	for _, t := range ts {
-		err := s.transitionTask(ctx, t, now)
+		id, err := apply(t)
 		switch {
 		case err == nil:
-			done = append(done, t.ID)
+			done = append(done, id)
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrIllegalTransition), errors.Is(err, store.ErrNotFound):
 			skipped = append(skipped, err)
 		default:
-			return errors.Join(err, s.flush(ctx, s.tasks, done))
+			return errors.Join(err, s.flush(ctx, coll, done))
 		}
 	}
-	if err := s.flush(ctx, s.tasks, done); err != nil {
+	if err := s.flush(ctx, coll, done); err != nil {
 		return err
 	}
 	return errors.Join(skipped...)
