@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,13 @@ func TestStatusReportsBackends(t *testing.T) {
 	}
 	if store != "ok" || chunks != "DOWN:" {
 		t.Fatalf("backends store %q chunks %q in:\n%s", store, chunks, out)
+	}
+	// An ArangoDB graph that does not answer is reported as the graph's,
+	// with its address; its password is in no output.
+	arango := []string{"JERVIS_GRAPH_BACKEND=arango", "JERVIS_GRAPH_ARANGO_URL=http://127.0.0.1:1", "JERVIS_GRAPH_ARANGO_PASSWORD=s3cret-pw"}
+	code, out, errOut = runCLI(t, arango, "status", "--data", data)
+	if code != 0 || !regexp.MustCompile(`(?m)^arango\s+graph\s+DOWN: graph.arango.url http://127.0.0.1:1`).MatchString(out) || strings.Contains(out+errOut, "s3cret") {
+		t.Fatalf("status with an unreachable ArangoDB: %d\n%s%s", code, out, errOut)
 	}
 	if code, out, _ := runCLI(t, env, "status", "--data", data, "--json"); code != 0 || !strings.Contains(out, `"role": "chunks"`) || !strings.Contains(out, `"ok": false`) {
 		t.Fatalf("status --json: %s", out)
