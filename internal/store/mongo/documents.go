@@ -265,39 +265,31 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 		if len(cands) == 0 {
 			return nil, nil
 		}
-		var out []store.Document
-		var ids []string
-		for _, r := range cands {
+		out, err := takeAll(ctx, s, s.docs, cands, func(r docRecord) (store.Document, string, bool, error) {
 			d, err := r.document()
 			if err != nil {
-				return out, err
+				return d, "", false, err
 			}
 			d.State, d.LeaseOwner, d.LeaseUntil, d.UpdatedAt = store.DocIndexing, c.Owner, c.LeaseUntil, c.Now
 			d.Attempts++
-			ok, err := s.compareAndSet(ctx, s.docs, r.ID, r.Rev, bson.M{
-				"state": string(d.State), "leaseOwner": d.LeaseOwner, "leaseUntil": micros(d.LeaseUntil),
-				"attempts": d.Attempts, "updatedAt": micros(c.Now),
-			}, store.DocumentStateEvent(d, store.DocNew, c.Owner, "claim", c.Now))
-			if err != nil {
-				return out, fmt.Errorf("claim documents: %w", err)
-			}
-			if !ok {
-				continue
+			ok, err := s.compareAndSet(ctx, s.docs, r.ID, r.Rev, leaseSet(string(d.State), c.Owner, c.LeaseUntil, d.Attempts, c.Now),
+				store.DocumentStateEvent(d, store.DocNew, c.Owner, "claim", c.Now))
+			if !ok || err != nil {
+				return d, d.ID, false, err
 			}
 			if err := s.loadLarge(&r, true); err != nil {
-				return out, err
+				return d, d.ID, true, err
 			}
 			d.Raw = r.Raw
 			if r.Large {
 				if err := json.Unmarshal([]byte(r.Normalized), &d.Normalized); err != nil {
-					return out, fmt.Errorf("document %s: decode normalized: %w", r.ID, err)
+					return d, d.ID, true, fmt.Errorf("document %s: decode normalized: %w", r.ID, err)
 				}
 			}
-			out = append(out, d)
-			ids = append(ids, d.ID)
-		}
-		if len(out) > 0 {
-			return out, s.flush(ctx, s.docs, ids)
+			return d, d.ID, true, nil
+		})
+		if err != nil || len(out) > 0 {
+			return out, err
 		}
 	}
 }
@@ -365,21 +357,13 @@ func (s *Store) RescueDocuments(ctx context.Context, now time.Time) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("rescue documents: %w", err)
 	}
-	n := 0
-	var ids []string
-	for _, r := range recs {
+	rescued, err := takeAll(ctx, s, s.docs, recs, func(r docRecord) (string, string, bool, error) {
 		cur, err := r.document()
 		if err != nil {
-			return n, err
+			return r.ID, r.ID, false, err
 		}
 		ok, err := s.applyDocument(ctx, r, store.RescueDocument(cur, now), "", now)
-		if err != nil {
-			return n, fmt.Errorf("rescue documents: %w", err)
-		}
-		if ok {
-			n++
-			ids = append(ids, r.ID)
-		}
-	}
-	return n, errors.Join(s.flush(ctx, s.docs, ids), s.flushStale(ctx, s.docs, time.Now()))
+		return r.ID, r.ID, ok, err
+	})
+	return len(rescued), errors.Join(err, s.flushStale(ctx, s.docs, time.Now()))
 }

@@ -184,30 +184,43 @@ func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim
 		if len(cands) == 0 {
 			return nil, nil
 		}
-		var out []store.Task
-		var ids []string
-		for _, r := range cands {
+		out, err := takeAll(ctx, s, s.tasks, cands, func(r taskRecord) (store.Task, string, bool, error) {
 			t := r.task()
 			from := t.State
 			t.State, t.LeaseOwner, t.LeaseUntil, t.UpdatedAt = stage.Running(), c.Owner, c.LeaseUntil, c.Now
 			t.Attempts++
-			ev := store.TaskStateEvent(t, from, c.Owner, "claim", c.Now)
-			ok, err := s.compareAndSet(ctx, s.tasks, r.ID, r.Rev, bson.M{
-				"state": string(t.State), "leaseOwner": t.LeaseOwner, "leaseUntil": micros(t.LeaseUntil),
-				"attempts": t.Attempts, "updatedAt": micros(c.Now),
-			}, ev)
-			if err != nil {
-				return out, fmt.Errorf("claim tasks: %w", err)
-			}
-			if ok {
-				out = append(out, t)
-				ids = append(ids, t.ID)
-			}
-		}
-		if len(out) > 0 {
-			return out, s.flush(ctx, s.tasks, ids)
+			ok, err := s.compareAndSet(ctx, s.tasks, r.ID, r.Rev, leaseSet(string(t.State), c.Owner, c.LeaseUntil, t.Attempts, c.Now),
+				store.TaskStateEvent(t, from, c.Owner, "claim", c.Now))
+			return t, t.ID, ok, err
+		})
+		if err != nil || len(out) > 0 {
+			return out, err
 		}
 	}
+}
+
+// leaseSet is the update of a claim: the running state and the lease.
+func leaseSet(state, owner string, until time.Time, attempts int, now time.Time) bson.M {
+	return bson.M{"state": state, "leaseOwner": owner, "leaseUntil": micros(until), "attempts": attempts, "updatedAt": micros(now)}
+}
+
+// takeAll takes each candidate by compare-and-set (take reports the item,
+// its ID and whether the record was still as read) and flushes the events
+// of those taken. Candidates another writer changed meanwhile are skipped.
+func takeAll[R, T any](ctx context.Context, s *Store, coll *mgo.Collection, cands []R, take func(R) (T, string, bool, error)) ([]T, error) {
+	var out []T
+	var ids []string
+	for _, r := range cands {
+		t, id, ok, err := take(r)
+		if err != nil {
+			return out, errors.Join(fmt.Errorf("%s: %w", coll.Name(), err), s.flush(ctx, coll, ids))
+		}
+		if ok {
+			out = append(out, t)
+			ids = append(ids, id)
+		}
+	}
+	return out, s.flush(ctx, coll, ids)
 }
 
 // compareAndSet applies set to the record id if it is still at revision rev,
@@ -287,17 +300,21 @@ func (s *Store) transitionTask(ctx context.Context, t store.TaskTransition, now 
 		if err := store.CheckTaskTransition(cur, t); err != nil {
 			return err
 		}
-		next := store.ApplyTaskTransition(cur, t, now)
-		set := bson.M{
-			"state": string(next.State), "leaseOwner": "", "leaseUntil": int64(0), "runAfter": micros(next.RunAfter),
-			"attempts": next.Attempts, "lastError": toErrRecord(next.LastError), "usage": toUsageRecord(next.Usage),
-			"result": string(next.Result), "updatedAt": micros(now),
-		}
-		ok, err := s.compareAndSet(ctx, s.tasks, r.ID, r.Rev, set, store.TaskStateEvent(next, t.From, t.Owner, t.Reason, now))
+		ok, err := s.applyTask(ctx, r, t, t.Owner, now)
 		if err != nil || ok {
 			return err
 		}
 	}
+}
+
+// applyTask applies t to the record r by compare-and-set.
+func (s *Store) applyTask(ctx context.Context, r taskRecord, t store.TaskTransition, owner string, now time.Time) (bool, error) {
+	next := store.ApplyTaskTransition(r.task(), t, now)
+	return s.compareAndSet(ctx, s.tasks, r.ID, r.Rev, bson.M{
+		"state": string(next.State), "leaseOwner": "", "leaseUntil": int64(0), "runAfter": micros(next.RunAfter),
+		"attempts": next.Attempts, "lastError": toErrRecord(next.LastError), "usage": toUsageRecord(next.Usage),
+		"result": string(next.Result), "updatedAt": micros(now),
+	}, store.TaskStateEvent(next, t.From, owner, t.Reason, now))
 }
 
 // RescueTasks implements store.Tasks. It also flushes outboxes that a
@@ -311,24 +328,11 @@ func (s *Store) RescueTasks(ctx context.Context, stage store.Stage, now time.Tim
 	if err != nil {
 		return 0, fmt.Errorf("rescue tasks: %w", err)
 	}
-	n := 0
-	var ids []string
-	for _, r := range recs {
-		t := store.RescueTask(r.task(), stage, now)
-		// Only the lease read here is rescued: if it was extended or the
-		// task moved on, the compare-and-set on the revision loses.
-		next := store.ApplyTaskTransition(r.task(), t, now)
-		ok, err := s.compareAndSet(ctx, s.tasks, r.ID, r.Rev, bson.M{
-			"state": string(next.State), "leaseOwner": "", "leaseUntil": int64(0), "runAfter": micros(next.RunAfter),
-			"attempts": next.Attempts, "lastError": toErrRecord(next.LastError), "updatedAt": micros(now),
-		}, store.TaskStateEvent(next, t.From, "", t.Reason, now))
-		if err != nil {
-			return n, fmt.Errorf("rescue tasks: %w", err)
-		}
-		if ok {
-			n++
-			ids = append(ids, r.ID)
-		}
-	}
-	return n, errors.Join(s.flush(ctx, s.tasks, ids), s.flushStale(ctx, s.tasks, time.Now()))
+	// Only the lease read here is rescued: if it was extended or the task
+	// moved on, the compare-and-set on the revision loses.
+	rescued, err := takeAll(ctx, s, s.tasks, recs, func(r taskRecord) (string, string, bool, error) {
+		ok, err := s.applyTask(ctx, r, store.RescueTask(r.task(), stage, now), "", now)
+		return r.ID, r.ID, ok, err
+	})
+	return len(rescued), errors.Join(err, s.flushStale(ctx, s.tasks, time.Now()))
 }
