@@ -208,8 +208,11 @@ func (g *clientGraph) ctx(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, g.s.timeout)
 }
 
-// nodeDoc and edgeDoc are the stored shapes.
+// nodeDoc and edgeDoc are the stored shapes (ArangoDB's own attributes are
+// written, and ignored when read).
 type nodeDoc struct {
+	DocKey    string         `json:"_key,omitempty"`
+	SortKey   string         `json:"sortKey,omitempty"`
 	Key       string         `json:"key"`
 	Type      string         `json:"type"`
 	Props     map[string]any `json:"props"`
@@ -218,11 +221,19 @@ type nodeDoc struct {
 	LastSeen  int64          `json:"lastSeen"`
 }
 
+func toNodeDoc(n graph.Node, now time.Time) nodeDoc {
+	return nodeDoc{DocKey: docKey(n.Key), SortKey: sortKey(n.Key), Key: n.Key, Type: n.Type, Props: overlay(nil, n.Props),
+		RAGChunks: union(n.RAGChunks), FirstSeen: micros(n.FirstSeen, now), LastSeen: micros(n.LastSeen, now)}
+}
+
 func (d nodeDoc) node() graph.Node {
 	return graph.Node{Key: d.Key, Type: d.Type, Props: d.Props, RAGChunks: d.RAGChunks, FirstSeen: fromMicros(d.FirstSeen), LastSeen: fromMicros(d.LastSeen)}
 }
 
 type edgeDoc struct {
+	DocKey     string         `json:"_key,omitempty"`
+	DocFrom    string         `json:"_from,omitempty"`
+	DocTo      string         `json:"_to,omitempty"`
 	Key        string         `json:"key"`
 	Type       string         `json:"edgeType"`
 	From       string         `json:"from"`
@@ -233,6 +244,13 @@ type edgeDoc struct {
 	Origin     string         `json:"origin"`
 	FirstSeen  int64          `json:"firstSeen"`
 	LastSeen   int64          `json:"lastSeen"`
+}
+
+// toEdgeDoc is e as stored, joining nodes of the collection nodes.
+func toEdgeDoc(e graph.Edge, nodes string, now time.Time) edgeDoc {
+	return edgeDoc{DocKey: docKey(e.Key()), DocFrom: nodes + "/" + docKey(e.From), DocTo: nodes + "/" + docKey(e.To),
+		Key: e.Key(), Type: e.Type, From: e.From, To: e.To, Props: overlay(nil, e.Props), Evidence: union(e.EvidenceChunkIDs),
+		Confidence: e.Confidence, Origin: string(e.Origin), FirstSeen: micros(e.FirstSeen, now), LastSeen: micros(e.LastSeen, now)}
 }
 
 func (d edgeDoc) edge() graph.Edge {
@@ -254,14 +272,33 @@ func fromMicros(v int64) time.Time {
 	return time.UnixMicro(v).UTC()
 }
 
-// union returns the sorted distinct elements of the lists.
+// union returns the sorted distinct elements of the lists (never nil: AQL's
+// array functions refuse null).
 func union(lists ...[]string) []string {
-	var out []string
+	out := []string{}
 	for _, l := range lists {
 		out = append(out, l...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// mergeByKey turns items into one document per key, in first-seen order:
+// an UPSERT does not see an earlier write of the same query, so a batch
+// that repeats a key is merged before it is sent.
+func mergeByKey[T, D any](items []T, doc func(T) D, key func(D) string, merge func(into *D, d D)) []D {
+	at := map[string]int{}
+	var out []D
+	for _, it := range items {
+		d := doc(it)
+		if i, ok := at[key(d)]; ok {
+			merge(&out[i], d)
+			continue
+		}
+		at[key(d)] = len(out)
+		out = append(out, d)
+	}
+	return out
 }
 
 func overlay(a, b map[string]any) map[string]any {
@@ -287,26 +324,11 @@ func (g *clientGraph) UpsertNodes(ctx context.Context, nodes ...graph.Node) erro
 		return err
 	}
 	now := time.Now()
-	merged := map[string]map[string]any{}
-	var order []string
-	for _, n := range nodes {
-		k := docKey(n.Key)
-		first, last := micros(n.FirstSeen, now), micros(n.LastSeen, now)
-		if m, ok := merged[k]; ok {
-			m["props"] = overlay(m["props"].(map[string]any), n.Props)
-			m["ragChunks"] = union(m["ragChunks"].([]string), n.RAGChunks)
-			m["firstSeen"] = min(m["firstSeen"].(int64), first)
-			m["lastSeen"] = max(m["lastSeen"].(int64), last)
-			continue
-		}
-		order = append(order, k)
-		merged[k] = map[string]any{"_key": k, "key": n.Key, "sortKey": sortKey(n.Key), "type": n.Type, "props": overlay(nil, n.Props),
-			"ragChunks": union(n.RAGChunks), "firstSeen": first, "lastSeen": last}
-	}
-	docs := make([]map[string]any, len(order))
-	for i, k := range order {
-		docs[i] = merged[k]
-	}
+	docs := mergeByKey(nodes, func(n graph.Node) nodeDoc { return toNodeDoc(n, now) }, func(d nodeDoc) string { return d.DocKey },
+		func(m *nodeDoc, d nodeDoc) {
+			m.Props, m.RAGChunks = overlay(m.Props, d.Props), union(m.RAGChunks, d.RAGChunks)
+			m.FirstSeen, m.LastSeen = min(m.FirstSeen, d.FirstSeen), max(m.LastSeen, d.LastSeen)
+		})
 	ctx, cancel := g.ctx(ctx)
 	defer cancel()
 	return g.run(ctx, `FOR n IN @docs
@@ -349,30 +371,14 @@ func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) erro
 		return fmt.Errorf("edge endpoint %s: %w", ends[missing[0]], graph.ErrNotFound)
 	}
 	now := time.Now()
-	merged := map[string]map[string]any{}
-	var order []string
-	for _, e := range edges {
-		k := docKey(e.Key())
-		first, last := micros(e.FirstSeen, now), micros(e.LastSeen, now)
-		if m, ok := merged[k]; ok {
-			m["props"] = overlay(m["props"].(map[string]any), e.Props)
-			m["evidence"] = union(m["evidence"].([]string), e.EvidenceChunkIDs)
-			if e.Confidence > m["confidence"].(float64) {
-				m["confidence"], m["origin"] = e.Confidence, string(e.Origin)
+	docs := mergeByKey(edges, func(e graph.Edge) edgeDoc { return toEdgeDoc(e, g.nodes, now) }, func(d edgeDoc) string { return d.DocKey },
+		func(m *edgeDoc, d edgeDoc) {
+			m.Props, m.Evidence = overlay(m.Props, d.Props), union(m.Evidence, d.Evidence)
+			if d.Confidence > m.Confidence {
+				m.Confidence, m.Origin = d.Confidence, d.Origin
 			}
-			m["firstSeen"] = min(m["firstSeen"].(int64), first)
-			m["lastSeen"] = max(m["lastSeen"].(int64), last)
-			continue
-		}
-		order = append(order, k)
-		merged[k] = map[string]any{"_key": k, "_from": g.nodes + "/" + docKey(e.From), "_to": g.nodes + "/" + docKey(e.To),
-			"key": e.Key(), "edgeType": e.Type, "from": e.From, "to": e.To, "props": overlay(nil, e.Props),
-			"evidence": union(e.EvidenceChunkIDs), "confidence": e.Confidence, "origin": string(e.Origin), "firstSeen": first, "lastSeen": last}
-	}
-	docs := make([]map[string]any, len(order))
-	for i, k := range order {
-		docs[i] = merged[k]
-	}
+			m.FirstSeen, m.LastSeen = min(m.FirstSeen, d.FirstSeen), max(m.LastSeen, d.LastSeen)
+		})
 	return g.run(ctx, `FOR e IN @docs
 		UPSERT { _key: e._key }
 		INSERT e
@@ -404,40 +410,29 @@ func (g *clientGraph) Node(ctx context.Context, key string) (graph.Node, error) 
 // nodesByKey loads the existing nodes of keys, with their chunk IDs when
 // chunks is set.
 func (g *clientGraph) nodesByKey(ctx context.Context, keys []string, chunks bool) ([]graph.Node, error) {
-	if err := g.init(ctx); err != nil {
-		return nil, err
-	}
-	ctx, cancel := g.ctx(ctx)
-	defer cancel()
-	dks := make([]string, len(keys))
-	for i, k := range keys {
-		dks[i] = docKey(k)
-	}
-	docs, err := query[nodeDoc](ctx, g.s.db, `FOR k IN @keys LET n = DOCUMENT(@coll, k) FILTER n != null
-		RETURN MERGE(n, {ragChunks: @chunks ? n.ragChunks : null})`, map[string]any{"keys": dks, "coll": g.nodes, "chunks": chunks})
-	if err != nil {
-		return nil, err
-	}
+	docs, err := fetch[nodeDoc](ctx, g, g.nodes, keys, `MERGE(d, {ragChunks: @chunks ? d.ragChunks : null})`, map[string]any{"chunks": chunks})
 	out := make([]graph.Node, len(docs))
 	for i, d := range docs {
 		out[i] = d.node()
 	}
-	return out, nil
+	return out, err
 }
 
 // Edge implements graph.Graph.
 func (g *clientGraph) Edge(ctx context.Context, key string) (graph.Edge, error) {
-	es, err := g.edgesByKey(ctx, []string{key})
+	docs, err := fetch[edgeDoc](ctx, g, g.edges, []string{key}, "d", nil)
 	if err != nil {
 		return graph.Edge{}, err
 	}
-	if len(es) == 0 {
+	if len(docs) == 0 {
 		return graph.Edge{}, fmt.Errorf("edge %s: %w", key, graph.ErrNotFound)
 	}
-	return es[0], nil
+	return docs[0].edge(), nil
 }
 
-func (g *clientGraph) edgesByKey(ctx context.Context, keys []string) ([]graph.Edge, error) {
+// fetch reads the existing documents of coll whose readable keys are keys,
+// each as ret (an expression of d) returns it.
+func fetch[D any](ctx context.Context, g *clientGraph, coll string, keys []string, ret string, bind map[string]any) ([]D, error) {
 	if err := g.init(ctx); err != nil {
 		return nil, err
 	}
@@ -447,16 +442,11 @@ func (g *clientGraph) edgesByKey(ctx context.Context, keys []string) ([]graph.Ed
 	for i, k := range keys {
 		dks[i] = docKey(k)
 	}
-	docs, err := query[edgeDoc](ctx, g.s.db, `FOR k IN @keys LET e = DOCUMENT(@coll, k) FILTER e != null RETURN e`,
-		map[string]any{"keys": dks, "coll": g.edges})
-	if err != nil {
-		return nil, err
+	vars := map[string]any{"keys": dks, "coll": coll}
+	for k, v := range bind {
+		vars[k] = v
 	}
-	out := make([]graph.Edge, len(docs))
-	for i, d := range docs {
-		out[i] = d.edge()
-	}
-	return out, nil
+	return query[D](ctx, g.s.db, `FOR k IN @keys LET d = DOCUMENT(@coll, k) FILTER d != null RETURN `+ret, vars)
 }
 
 // level follows the edges of one direction out of the frontier (readable
