@@ -25,7 +25,7 @@ import (
 // chunks (chunks.db there, or Weaviate with rag.backend weaviate) and the
 // GloVe embedder — with aliases in st. Closing it leaves st open.
 func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error) {
-	b, err := a.serverBackends()
+	b, err := a.serverBackends(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -41,12 +41,12 @@ func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error
 // for the graph (connected, it must answer), Weaviate for the chunks and
 // Ollama for the embeddings (not contacted here). The others stay nil: the
 // embedded defaults.
-func (a *app) serverBackends() (embedded.Backends, error) {
+func (a *app) serverBackends(ctx context.Context) (embedded.Backends, error) {
 	var b embedded.Backends
 	if a.cfg.Graph.Backend == "arango" {
 		c := a.cfg.Graph.Arango
 		password, _ := config.LookupEnv("JERVIS_GRAPH_ARANGO_PASSWORD", a.environ)
-		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+		ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 		g, err := arango.Open(ctx, arango.Config{URL: c.URL, Database: c.Database, User: c.User,
 			Password: password, Timeout: c.Timeout})

@@ -44,7 +44,7 @@ func (a *app) statusCommand() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			backends := api.Backends(cmd.Context(), 2*time.Second, append(a.backendChecks(st, nil), a.networkChecks()...))
+			backends := api.Backends(cmd.Context(), 2*time.Second, append(a.backendChecks(st, nil), a.networkChecks(cmd.Context())...))
 			if quarantined {
 				docs, err := st.ListDocuments(cmd.Context(), store.DocumentQuery{State: store.DocQuarantined, Limit: 1000})
 				if err != nil {
@@ -89,8 +89,8 @@ func (a *app) printStatus(stats store.Stats, asJSON bool) error {
 // networkChecks are the checks of the configured backends that are
 // servers (ArangoDB, Weaviate, Ollama), built from the configuration alone:
 // jervis status reports them without opening the knowledge base.
-func (a *app) networkChecks() []api.Check {
-	b, err := a.serverBackends()
+func (a *app) networkChecks(ctx context.Context) []api.Check {
+	b, err := a.serverBackends(ctx)
 	if err != nil {
 		name := "config:" + a.cfg.RAG.Backend + "," + a.cfg.Embedder.Backend
 		if strings.HasPrefix(err.Error(), "graph.arango") {

@@ -529,7 +529,7 @@ func (c Config) Validate() error {
 	switch c.Embedder.Backend {
 	case "glove":
 	case "ollama":
-		if u, err := url.Parse(c.Embedder.Ollama.Host); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		if !isHTTPURL(c.Embedder.Ollama.Host) {
 			bad("embedder.ollama.host", "%q is not an http(s) URL", c.Embedder.Ollama.Host)
 		}
 		if strings.TrimSpace(c.Embedder.Ollama.Model) == "" {
@@ -544,7 +544,7 @@ func (c Config) Validate() error {
 	switch c.Graph.Backend {
 	case "sqlite":
 	case "arango":
-		if u, err := url.Parse(c.Graph.Arango.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		if !isHTTPURL(c.Graph.Arango.URL) {
 			bad("graph.arango.url", "%q is not an http(s) URL (graph.backend is arango)", c.Graph.Arango.URL)
 		}
 		if c.Graph.Arango.Database == "" {
@@ -559,7 +559,7 @@ func (c Config) Validate() error {
 	switch c.RAG.Backend {
 	case "sqlite":
 	case "weaviate":
-		if u, err := url.Parse(c.RAG.Weaviate.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		if !isHTTPURL(c.RAG.Weaviate.URL) {
 			bad("rag.weaviate.url", "%q is not an http(s) URL (rag.backend is weaviate)", c.RAG.Weaviate.URL)
 		}
 		if c.RAG.Weaviate.Timeout <= 0 {
@@ -737,4 +737,11 @@ func kind(n *yaml.Node) string {
 	default:
 		return fmt.Sprintf("%q", n.Value)
 	}
+}
+
+// isHTTPURL reports whether s is an absolute http(s) URL with a host: the
+// address of a server backend.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https")
 }
