@@ -119,6 +119,11 @@ type IngestRequest struct {
 	// such as an executor's result, whose "a -[type]-> b" lines are not
 	// claims of its own.
 	MentionsOnly bool
+	// MentionNamespaces, when not nil, are the only namespaces whose
+	// type:id mentions in prose become nodes ("inet addr:10.0.0.1" in pasted
+	// terminal output is not an entity). Relationship syntax (a|rel|b) is
+	// not limited by it. nil: every namespace.
+	MentionNamespaces []string
 }
 
 // IngestResult reports what Ingest wrote.
@@ -129,6 +134,10 @@ type IngestResult struct {
 	Chunks        []string      `json:"chunks"`
 	RemovedChunks int           `json:"removedChunks"`
 	Removed       graph.Removed `json:"removed"`
+	// Warnings say what was left out or changed so that the rest could be
+	// ingested: a relation that cannot be stored (a bad ref or edge type),
+	// control characters removed from the content.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // chunkNamespace seeds chunk UUIDs (UUIDv5).
@@ -151,26 +160,49 @@ func defaultConfidence(o graph.Origin) float64 {
 	return 0.7 // llm
 }
 
-// validateContent refuses content Ingest cannot index, with the reason.
-func (k *KB) validateContent(s string) error {
+// maxControlShare is the share of control characters above which content
+// is taken for binary data; below it they are removed (pasted terminal
+// output carries backspaces and escapes that mean nothing in text).
+const maxControlShare = 0.25
+
+// cleanContent refuses content Ingest cannot index, with the reason, and
+// returns it without control characters other than tab, line feed, carriage
+// return and form feed, and how many it removed.
+func (k *KB) cleanContent(s string) (string, int, error) {
 	switch {
 	case len(s) > k.maxBytes:
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(s), k.maxBytes)
+		return s, 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(s), k.maxBytes)
 	case strings.TrimSpace(s) == "":
-		return ErrEmptyContent
+		return s, 0, ErrEmptyContent
 	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: invalid UTF-8", ErrBinary)
+		return s, 0, fmt.Errorf("%w: invalid UTF-8", ErrBinary)
 	}
 	control := 0
 	for _, r := range s {
-		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' && r != '\f' {
+		if isStrayControl(r) {
 			control++
 		}
 	}
-	if control*20 > utf8.RuneCountInString(s) {
-		return fmt.Errorf("%w: %d control characters", ErrBinary, control)
+	if control == 0 {
+		return s, 0, nil
 	}
-	return nil
+	if float64(control) > maxControlShare*float64(utf8.RuneCountInString(s)) {
+		return s, 0, fmt.Errorf("%w: %d control characters", ErrBinary, control)
+	}
+	s = strings.Map(func(r rune) rune {
+		if isStrayControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+	if strings.TrimSpace(s) == "" {
+		return s, 0, ErrEmptyContent
+	}
+	return s, control, nil
+}
+
+func isStrayControl(r rune) bool {
+	return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' && r != '\f'
 }
 
 // Ingest indexes one source version: it chunks the content, finds
@@ -185,9 +217,14 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 	if err := store.ValidateClientID(req.Client); err != nil {
 		return res, err
 	}
-	if err := k.validateContent(req.Content); err != nil {
+	content, removed, err := k.cleanContent(req.Content)
+	if err != nil {
 		return res, err
 	}
+	if removed > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d control characters removed from the content", removed))
+	}
+	req.Content = content
 	main, err := k.resolver.Resolve(ctx, req.Client, req.MainNode)
 	if err != nil {
 		return res, fmt.Errorf("main node: %w", err)
@@ -240,7 +277,10 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 	for _, f := range found {
 		from, err1 := resolve(f.From)
 		to, err2 := resolve(f.To)
-		if err := errors.Join(err1, err2); err != nil {
+		if err := errors.Join(err1, err2); errors.Is(err, ErrBadRef) {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("relation %s|%s|%s left out: %v", f.From, f.Type, f.To, err))
+			continue
+		} else if err != nil {
 			return res, err
 		}
 		c := chunkAt(f.Offset)
@@ -249,7 +289,13 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 		edges = append(edges, edgeAt{graph.Edge{Type: f.Type, From: from, To: to, Confidence: ConfidenceSyntax, Origin: graph.OriginSyntax}, c})
 	}
 	for _, m := range mentions {
+		if req.MentionNamespaces != nil && !slices.Contains(req.MentionNamespaces, m.Ref.Namespace) {
+			continue
+		}
 		key, err := resolve(m.Ref.String())
+		if errors.Is(err, ErrBadRef) {
+			continue
+		}
 		if err != nil {
 			return res, err
 		}
@@ -260,14 +306,17 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 		}
 	}
 	for _, mr := range req.Relations {
+		// One relation that cannot be stored is left out with a warning;
+		// the rest of the document is ingested.
 		from, err1 := resolve(mr.From)
 		to, err2 := resolve(mr.To)
-		if err := errors.Join(err1, err2); err != nil {
-			return res, fmt.Errorf("relation %s|%s|%s: %w", mr.From, mr.Type, mr.To, err)
-		}
-		typ := strings.ToLower(strings.TrimSpace(mr.Type))
-		if !edgeTypeRE.MatchString(typ) {
-			return res, fmt.Errorf("relation %s|%s|%s: %w: edge type must match %s", mr.From, mr.Type, mr.To, graph.ErrInvalid, edgeTypeExpr)
+		typ, err3 := EdgeType(mr.Type)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			if !errors.Is(err, ErrBadRef) && !errors.Is(err, graph.ErrInvalid) {
+				return res, fmt.Errorf("relation %s|%s|%s: %w", mr.From, mr.Type, mr.To, err)
+			}
+			res.Warnings = append(res.Warnings, fmt.Sprintf("relation %s|%s|%s left out: %v", clip(mr.From), clip(mr.Type), clip(mr.To), err))
+			continue
 		}
 		origin := cmp.Or(mr.Origin, graph.OriginMetadata)
 		conf := cmp.Or(mr.Confidence, defaultConfidence(origin))

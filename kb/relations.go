@@ -1,8 +1,16 @@
 package kb
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/jervis-dev/jervis/kb/graph"
 )
 
 // Relation is a relationship between two refs. Type is lower-case.
@@ -40,10 +48,18 @@ var (
 	// a|EDGE|b
 	pipeRE     = regexp.MustCompile(`([^\s|]+)\s*\|\s*(` + edgeTypeExpr + `)\s*\|\s*([^\s|]+)`)
 	edgeTypeRE = regexp.MustCompile(`^` + edgeTypeExpr + `$`)
-	// type:id mentions: a lower-case namespace and a value starting and
-	// ending with a letter or digit
-	mentionRE = regexp.MustCompile(`(?:^|[^\w:/.@-])([a-z][a-z0-9_]{1,31}):([\p{L}\p{N}][\p{L}\p{N}._@#+/-]*[\p{L}\p{N}]|[\p{L}\p{N}])`)
+	// type:id mentions: a lower-case namespace and a value starting with a
+	// letter or digit and running to the next space, quote, bracket,
+	// comma, semicolon or pipe (ids such as message ids carry $, = and %);
+	// trailing punctuation is trimmed by mentionValue.
+	mentionRE = regexp.MustCompile(`(?:^|[^\w:/.@-])([a-z][a-z0-9_]{1,31}):([\p{L}\p{N}][^\s"'` + "`" + `<>()\[\]{},;|]*)`)
 )
+
+// mentionValue trims what cannot end an id (sentence punctuation) from a
+// mention's value.
+func mentionValue(v string) string {
+	return strings.TrimRightFunc(v, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) })
+}
 
 // notNamespace reports "x:" prefixes that are not node types.
 func notNamespace(ns string) bool {
@@ -97,7 +113,7 @@ func ParseRelations(text string, main Ref) (rels []Found, mentions []Mention) {
 			if overlaps(covered, m[2], m[5]) || notNamespace(line[m[2]:m[3]]) {
 				continue
 			}
-			ref, err := NewRef(line[m[2]:m[3]], line[m[4]:m[5]])
+			ref, err := NewRef(line[m[2]:m[3]], mentionValue(line[m[4]:m[5]]))
 			if err != nil {
 				continue
 			}
@@ -133,4 +149,48 @@ func endpoint(raw string, main Ref) (string, bool) {
 		return main.String(), true
 	}
 	return "", false
+}
+
+// maxEdgeType is the longest edge type (edgeTypeExpr allows 64 characters).
+const maxEdgeType = 64
+
+// EdgeType turns a relationship name of any spelling into a valid edge type
+// (lower-case ASCII letters, digits and _, starting with a letter): accents
+// are folded ("Dépend de" → depend_de), every other run of characters that
+// are not letters or digits becomes one _ ("Gantt: start-finish" →
+// gantt_start_finish), and a name that starts with a digit is prefixed with
+// rel_. A name longer than 64 characters, or with letters that have no ASCII
+// form ("Связан с"), keeps a readable prefix and gets a hash of the whole
+// name, so two names never become one type by accident. Only a name with no
+// letter or digit at all is refused (graph.ErrInvalid).
+func EdgeType(name string) (string, error) {
+	name = strings.ToLower(strings.TrimSpace(name))
+	if !meaningful(name) {
+		return "", fmt.Errorf("%w: edge type %q has no letter or digit", graph.ErrInvalid, clip(name))
+	}
+	var b strings.Builder
+	under, lost := false, false
+	for _, r := range norm.NFD.String(name) {
+		switch {
+		case unicode.Is(unicode.Mn, r): // an accent, folded away
+		case r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			if under && b.Len() > 0 {
+				b.WriteByte('_')
+			}
+			under = false
+			b.WriteRune(r)
+		default:
+			lost = lost || unicode.IsLetter(r) || unicode.IsNumber(r)
+			under = true
+		}
+	}
+	t := b.String()
+	if t == "" || t[0] >= '0' && t[0] <= '9' {
+		t = "rel_" + t
+	}
+	if lost || len(t) > maxEdgeType {
+		sum := sha256.Sum256([]byte(name))
+		t = strings.TrimRight(t[:min(len(t), maxEdgeType-9)], "_") + "_" + hex.EncodeToString(sum[:4])
+	}
+	return t, nil
 }

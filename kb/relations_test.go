@@ -1,12 +1,15 @@
 package kb_test
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/graph"
 )
 
 func rels(found []kb.Found) []string {
@@ -109,4 +112,32 @@ func FuzzParseRelations(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestEdgeType(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"Gantt: start-finish", "gantt_start_finish"},
+		{"Duplicate", "duplicate"},
+		{"is blocked by", "is_blocked_by"},
+		{"  Problem/Incident ", "problem_incident"},
+		{"Dépend de", "depend_de"},
+		{"1:1 mapping", "rel_1_1_mapping"},
+		{"Связан с", "rel_9a2e5a4e"},
+		{"Связан с Jira", "jira_dd3e758b"},
+		{strings.Repeat("very long relation name ", 4), "very_long_relation_name_very_long_relation_name_very_lo_1a837799"},
+	} {
+		got, err := kb.EdgeType(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("EdgeType(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+		if len(got) > 64 || !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(got) {
+			t.Errorf("EdgeType(%q) = %q is not a valid edge type", tc.in, got)
+		}
+	}
+	for _, bad := range []string{"", "  ", "???", "-->"} {
+		if got, err := kb.EdgeType(bad); !errors.Is(err, graph.ErrInvalid) {
+			t.Errorf("EdgeType(%q) = %q, %v; want graph.ErrInvalid", bad, got, err)
+		}
+	}
 }

@@ -45,6 +45,11 @@ type Normalized struct {
 	Body     string         `json:"body,omitempty"`
 	Metadata map[string]any `json:"metadata,omitempty"`
 	Links    []Link         `json:"links,omitempty"`
+	// Warnings say what the parser could not keep as it was — a part
+	// decoded best-effort, a body cut at a size cap — on a document that is
+	// indexed all the same. A document with warnings is degraded
+	// (DocumentQuery.Degraded, Stats.Degraded).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // MetaParseError is the Normalized.Metadata key under which a poller
@@ -160,7 +165,10 @@ type TaskMemory struct {
 	RoutingReason   string          `json:"routingReason,omitempty"`
 	SourceType      SourceType      `json:"sourceType,omitempty"`
 	SourceID        string          `json:"sourceId,omitempty"`
-	UpdatedAt       time.Time       `json:"updatedAt"`
+	// Warnings say what qualification left out so that the rest could be
+	// ingested (a relation that cannot be stored, control characters).
+	Warnings  []string  `json:"warnings,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // Aggregates named in the event log.
@@ -204,9 +212,13 @@ type StateChange struct {
 
 // Client is a tenant: one knowledge base, one set of API keys.
 type Client struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Namespaces are the client's own entity types whose type:id mentions
+	// in prose become nodes (order:530798957), besides those the rules
+	// produce (person, jira, email, ...).
+	Namespaces []string  `json:"namespaces,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
 }
 
 // Key roles.
@@ -264,6 +276,8 @@ type Stats struct {
 	// Failures counts quarantined documents and failed tasks by error class
 	// ("documents.<class>", "tasks.<class>").
 	Failures map[string]int64 `json:"failures"`
+	// Degraded counts documents kept with warnings (Normalized.Warnings).
+	Degraded int64 `json:"degraded"`
 	// Groups are the counts before they are summed into the maps above:
 	// per client, source or kind, and state (metrics labels).
 	Groups []StatsGroup `json:"-"`

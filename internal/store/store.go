@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -84,7 +85,9 @@ type DocumentQuery struct {
 	Client     string
 	State      DocumentState
 	SourceType SourceType
-	Limit      int // default 100
+	// Degraded selects only documents kept with warnings.
+	Degraded bool
+	Limit    int // default 100
 	// After continues a listing after the last item of the previous page.
 	After *Position
 }
@@ -219,6 +222,10 @@ type Clients interface {
 	PutClient(ctx context.Context, c Client) (bool, error)
 	GetClient(ctx context.Context, id string) (Client, error)
 	ListClients(ctx context.Context) ([]Client, error)
+	// SetClientNamespaces replaces the client's declared namespaces
+	// (Client.Namespaces; validated, sorted, without repeats); an unknown
+	// client is ErrNotFound.
+	SetClientNamespaces(ctx context.Context, id string, namespaces []string) (Client, error)
 	// CreateAPIKey stores k (whose Hash is HashAPIKey of the secret).
 	CreateAPIKey(ctx context.Context, k APIKey) error
 	// LookupAPIKey finds an unrevoked key by hash, or ErrNotFound.
@@ -494,6 +501,23 @@ func ValidateClientID(id string) error {
 		return invalid("client", fmt.Sprintf("%q must match %s", id, clientIDPattern))
 	}
 	return nil
+}
+
+var namespacePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{1,31}$`)
+
+// NormalizeNamespaces checks a client's declared namespaces — lower-case
+// letters, digits and _, starting with a letter, 2 to 32 characters: what
+// a type:id mention can name — and returns them sorted without repeats.
+func NormalizeNamespaces(ns []string) ([]string, error) {
+	out := make([]string, 0, len(ns))
+	for _, n := range ns {
+		if !namespacePattern.MatchString(n) {
+			return nil, invalid("namespaces", fmt.Sprintf("%q must match %s", n, namespacePattern))
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // ValidateAPIKey checks a key before it is stored.

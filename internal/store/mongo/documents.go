@@ -35,6 +35,7 @@ type docRecord struct {
 	Raw         []byte        `bson:"raw,omitempty"`
 	Normalized  string        `bson:"normalized"`
 	Large       bool          `bson:"large,omitempty"`
+	Degraded    bool          `bson:"degraded,omitempty"` // Normalized has warnings
 	ObservedAt  int64         `bson:"observedAt"`
 	State       string        `bson:"state"`
 	LeaseOwner  string        `bson:"leaseOwner"`
@@ -144,7 +145,7 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 			ID: doc.ID, Client: doc.Client, SourceType: string(doc.SourceType), Connection: doc.Connection,
 			ExternalID: doc.ExternalID, Version: doc.Version, ContentHash: doc.ContentHash, Raw: doc.Raw,
 			Normalized: string(normalized), ObservedAt: micros(doc.ObservedAt), State: string(doc.State),
-			MaxAttempts: doc.MaxAttempts, UpdatedAt: micros(now),
+			MaxAttempts: doc.MaxAttempts, UpdatedAt: micros(now), Degraded: len(doc.Normalized.Warnings) > 0,
 		}
 		if len(doc.Raw)+len(normalized) > inlineLimit {
 			if err := s.storeLarge(doc.ID, doc.Raw, normalized); err != nil {
@@ -231,6 +232,9 @@ func listOptions(limit int) *options.FindOptions {
 // ListDocuments implements store.Documents.
 func (s *Store) ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error) {
 	filter := listFilter(bson.M{"client": q.Client, "state": string(q.State), "sourceType": string(q.SourceType)}, q.After)
+	if q.Degraded {
+		filter["degraded"] = true
+	}
 	ds, err := s.findDocuments(ctx, filter, false, listOptions(q.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("list documents: %w", err)

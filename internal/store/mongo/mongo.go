@@ -166,6 +166,7 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "updatedAt", Value: -1}, {Key: "_id", Value: 1}}, false, "listing"),
 			idx(bson.D{{Key: "state", Value: 1}, {Key: "updatedAt", Value: 1}}, false, "waiting"),
 			idx(bson.D{{Key: "outbox.at", Value: 1}}, false, "outbox"),
+			idx(bson.D{{Key: "degraded", Value: 1}, {Key: "client", Value: 1}, {Key: "updatedAt", Value: -1}}, false, "degraded"),
 		},
 		s.tasks: {
 			idx(bson.D{{Key: "state", Value: 1}, {Key: "priority", Value: -1}, {Key: "runAfter", Value: 1}}, false, "claim"),

@@ -162,9 +162,18 @@ func (s *Store) CommitCursor(ctx context.Context, key, value string) error {
 }
 
 type clientRecord struct {
-	ID        string `bson:"_id"`
-	Name      string `bson:"name"`
-	CreatedAt int64  `bson:"createdAt"`
+	ID         string   `bson:"_id"`
+	Name       string   `bson:"name"`
+	Namespaces []string `bson:"namespaces,omitempty"`
+	CreatedAt  int64    `bson:"createdAt"`
+}
+
+func (r clientRecord) client() store.Client {
+	c := store.Client{ID: r.ID, Name: r.Name, Namespaces: r.Namespaces, CreatedAt: fromMicros(r.CreatedAt)}
+	if len(c.Namespaces) == 0 {
+		c.Namespaces = nil
+	}
+	return c
 }
 
 // PutClient implements store.Clients.
@@ -175,7 +184,14 @@ func (s *Store) PutClient(ctx context.Context, c store.Client) (bool, error) {
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = time.Now()
 	}
-	_, err := s.clients.InsertOne(ctx, clientRecord{ID: c.ID, Name: c.Name, CreatedAt: micros(c.CreatedAt)})
+	ns, err := store.NormalizeNamespaces(c.Namespaces)
+	if err != nil {
+		return false, err
+	}
+	if len(ns) == 0 {
+		ns = nil
+	}
+	_, err = s.clients.InsertOne(ctx, clientRecord{ID: c.ID, Name: c.Name, Namespaces: ns, CreatedAt: micros(c.CreatedAt)})
 	if mgo.IsDuplicateKeyError(err) {
 		return false, nil
 	}
@@ -188,7 +204,23 @@ func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) 
 	if err := s.clients.FindOne(ctx, bson.M{"_id": id}).Decode(&r); err != nil {
 		return store.Client{}, notFound(err, fmt.Sprintf("client %q", id))
 	}
-	return store.Client{ID: r.ID, Name: r.Name, CreatedAt: fromMicros(r.CreatedAt)}, nil
+	return r.client(), nil
+}
+
+// SetClientNamespaces implements store.Clients.
+func (s *Store) SetClientNamespaces(ctx context.Context, id string, namespaces []string) (store.Client, error) {
+	ns, err := store.NormalizeNamespaces(namespaces)
+	if err != nil {
+		return store.Client{}, err
+	}
+	res, err := s.clients.UpdateOne(ctx, bson.M{"_id": id}, bson.M{"$set": bson.M{"namespaces": ns}})
+	if err != nil {
+		return store.Client{}, fmt.Errorf("set client namespaces: %w", err)
+	}
+	if res.MatchedCount == 0 {
+		return store.Client{}, fmt.Errorf("client %q: %w", id, store.ErrNotFound)
+	}
+	return s.GetClient(ctx, id)
 }
 
 // ListClients implements store.Clients.
@@ -203,7 +235,7 @@ func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
 	}
 	out := make([]store.Client, len(recs))
 	for i, r := range recs {
-		out[i] = store.Client{ID: r.ID, Name: r.Name, CreatedAt: fromMicros(r.CreatedAt)}
+		out[i] = r.client()
 	}
 	return out, nil
 }
@@ -467,6 +499,11 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 			st.Failures[q.prefix+class] += f.N
 		}
 	}
+	n, err := s.docs.CountDocuments(ctx, bson.M{"degraded": true})
+	if err != nil {
+		return st, fmt.Errorf("stats %s: %w", s.docs.Name(), err)
+	}
+	st.Degraded = n
 	return st, nil
 }
 

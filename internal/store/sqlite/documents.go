@@ -23,7 +23,7 @@ const (
 	sqlClaimDocumentUpdate = `UPDATE documents SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
 	sqlDocumentByID        = `SELECT ` + docColumns + ` FROM documents WHERE id = ?`
 	sqlNextVersion         = `SELECT COALESCE(MAX(version), 0) + 1 FROM documents WHERE client = ? AND source_type = ? AND external_id = ?`
-	sqlInsertDocument      = `INSERT INTO documents (` + docColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertDocument      = `INSERT INTO documents (` + docColumns + `, degraded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlTransitionDocument  = `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ? WHERE id = ?`
 )
 
@@ -102,7 +102,8 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 		}
 		if _, err := tx.ExecContext(ctx, sqlInsertDocument,
 			doc.ID, doc.Client, doc.SourceType, doc.Connection, doc.ExternalID, doc.Version, doc.ContentHash, doc.Raw,
-			string(normalized), sqlitedb.Micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, sqlitedb.Micros(now)); err != nil {
+			string(normalized), sqlitedb.Micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, sqlitedb.Micros(now),
+			len(doc.Normalized.Warnings) > 0); err != nil {
 			return err
 		}
 		created = true
@@ -127,6 +128,9 @@ func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Docum
 // ListDocuments implements store.Documents.
 func (s *Store) ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error) {
 	where, args := listFilter(map[string]string{"client": q.Client, "state": string(q.State), "source_type": string(q.SourceType)}, q.After)
+	if q.Degraded {
+		where += " AND degraded = 1"
+	}
 	cols := strings.Replace(docColumns, "raw,", "NULL,", 1)
 	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+cols+` FROM documents WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
 	if err != nil {

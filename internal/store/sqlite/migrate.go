@@ -133,4 +133,12 @@ CREATE TABLE model_answers (
 CREATE INDEX documents_list ON documents (client, updated_at DESC, id);
 CREATE INDEX tasks_list ON tasks (client, updated_at DESC, id);
 `,
+	// 5: documents kept with parser warnings; a client's declared mention
+	// namespaces.
+	`
+ALTER TABLE documents ADD COLUMN degraded INTEGER NOT NULL DEFAULT 0;
+UPDATE documents SET degraded = 1 WHERE json_extract(normalized, '$.warnings') IS NOT NULL;
+CREATE INDEX documents_degraded ON documents (client, updated_at DESC, id) WHERE degraded = 1;
+ALTER TABLE clients ADD COLUMN namespaces TEXT NOT NULL DEFAULT '[]';
+`,
 }

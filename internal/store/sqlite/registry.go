@@ -185,10 +185,15 @@ func (s *Store) PutClient(ctx context.Context, c store.Client) (bool, error) {
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = time.Now()
 	}
+	ns, err := store.NormalizeNamespaces(c.Namespaces)
+	if err != nil {
+		return false, err
+	}
+	nsJSON, _ := json.Marshal(ns)
 	var created bool
-	err := s.db.Write(ctx, "put client", func(tx sqlitedb.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO clients (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			c.ID, c.Name, sqlitedb.Micros(c.CreatedAt))
+	err = s.db.Write(ctx, "put client", func(tx sqlitedb.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO clients (id, name, created_at, namespaces) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			c.ID, c.Name, sqlitedb.Micros(c.CreatedAt), string(nsJSON))
 		if err != nil {
 			return err
 		}
@@ -216,8 +221,31 @@ func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
 	return s.listClients(ctx, `ORDER BY id`)
 }
 
+// SetClientNamespaces implements store.Clients.
+func (s *Store) SetClientNamespaces(ctx context.Context, id string, namespaces []string) (store.Client, error) {
+	ns, err := store.NormalizeNamespaces(namespaces)
+	if err != nil {
+		return store.Client{}, err
+	}
+	nsJSON, _ := json.Marshal(ns)
+	err = s.db.Write(ctx, "set client namespaces", func(tx sqlitedb.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE clients SET namespaces = ? WHERE id = ?`, string(nsJSON), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("client %q: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Client{}, err
+	}
+	return s.GetClient(ctx, id)
+}
+
 func (s *Store) listClients(ctx context.Context, tail string, args ...any) ([]store.Client, error) {
-	rows, err := s.db.Query(ctx, `SELECT id, name, created_at FROM clients `+tail, args...)
+	rows, err := s.db.Query(ctx, `SELECT id, name, created_at, namespaces FROM clients `+tail, args...)
 	if err != nil {
 		return nil, s.db.Explain("list clients", err)
 	}
@@ -226,10 +254,17 @@ func (s *Store) listClients(ctx context.Context, tail string, args ...any) ([]st
 	for rows.Next() {
 		var c store.Client
 		var at int64
-		if err := rows.Scan(&c.ID, &c.Name, &at); err != nil {
+		var ns string
+		if err := rows.Scan(&c.ID, &c.Name, &at, &ns); err != nil {
 			return nil, s.db.Explain("list clients", err)
 		}
 		c.CreatedAt = sqlitedb.Time(at)
+		if err := json.Unmarshal([]byte(ns), &c.Namespaces); err != nil {
+			return nil, fmt.Errorf("client %s: namespaces: %w", c.ID, err)
+		}
+		if len(c.Namespaces) == 0 {
+			c.Namespaces = nil
+		}
 		out = append(out, c)
 	}
 	return out, rows.Err()
@@ -354,6 +389,11 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 				}
 				return err
 			})
+	}
+	if err == nil {
+		err = s.each(ctx, `SELECT count(*) FROM documents WHERE degraded = 1`, func(rows *sql.Rows) error {
+			return rows.Scan(&st.Degraded)
+		})
 	}
 	if err != nil {
 		return st, s.db.Explain("stats", err)

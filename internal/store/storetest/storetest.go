@@ -60,6 +60,62 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 	t.Run("LinkPatterns", func(t *testing.T) { t.Parallel(); testLinkPatterns(t, newStore(t)) })
 	t.Run("ModelCache", func(t *testing.T) { t.Parallel(); testModelCache(t, newStore(t)) })
 	t.Run("ListingPages", func(t *testing.T) { t.Parallel(); testListingPages(t, newStore(t)) })
+	t.Run("DegradedDocuments", func(t *testing.T) { t.Parallel(); testDegradedDocuments(t, newStore(t)) })
+	t.Run("ClientNamespaces", func(t *testing.T) { t.Parallel(); testClientNamespaces(t, newStore(t)) })
+}
+
+// testDegradedDocuments: a document kept with parser warnings is listed by
+// DocumentQuery.Degraded (its client's only) and counted in Stats.Degraded,
+// whatever state it is in.
+func testDegradedDocuments(t *testing.T, s store.Store) {
+	warned := doc("acme", "warned", "body with a bad part")
+	warned.Normalized.Warnings = []string{"part 2 (text/plain; charset=x-klingon): unknown charset, decoded as windows-1252"}
+	w, _ := mustPut(t, s, warned)
+	mustPut(t, s, doc("acme", "clean", "clean body"))
+	other := doc("globex", "warned", "other")
+	other.Normalized.Warnings = []string{"body cut at 8 MiB"}
+	mustPut(t, s, other)
+	got := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", Degraded: true}))(t)
+	if len(got) != 1 || got[0].ID != w.ID || !slices.Equal(got[0].Normalized.Warnings, warned.Normalized.Warnings) {
+		t.Fatalf("degraded listing: %+v", got)
+	}
+	if all := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme"}))(t); len(all) != 2 {
+		t.Fatalf("all documents: %d", len(all))
+	}
+	if st := must(s.Stats(ctx(t)))(t); st.Degraded != 2 {
+		t.Fatalf("stats: %d degraded, want 2", st.Degraded)
+	}
+}
+
+// testClientNamespaces: a client's declared namespaces are stored sorted
+// and without repeats, replaced as a whole, validated, and an unknown
+// client is not found.
+func testClientNamespaces(t *testing.T, s store.Store) {
+	must(s.PutClient(ctx(t), store.Client{ID: "acme", Name: "Acme", Namespaces: []string{"order", "customer", "order"}}))(t)
+	if c := must(s.GetClient(ctx(t), "acme"))(t); !slices.Equal(c.Namespaces, []string{"customer", "order"}) {
+		t.Fatalf("created with %v", c.Namespaces)
+	}
+	c := must(s.SetClientNamespaces(ctx(t), "acme", []string{"invoice"}))(t)
+	if !slices.Equal(c.Namespaces, []string{"invoice"}) || c.Name != "Acme" {
+		t.Fatalf("set: %+v", c)
+	}
+	if cs := must(s.ListClients(ctx(t)))(t); len(cs) != 1 || !slices.Equal(cs[0].Namespaces, []string{"invoice"}) {
+		t.Fatalf("list: %+v", cs)
+	}
+	if c := must(s.SetClientNamespaces(ctx(t), "acme", nil))(t); c.Namespaces != nil {
+		t.Fatalf("cleared: %v", c.Namespaces)
+	}
+	for _, bad := range [][]string{{"Order"}, {"x"}, {"has space"}, {"1st"}} {
+		if _, err := s.SetClientNamespaces(ctx(t), "acme", bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("namespaces %q: err = %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := s.PutClient(ctx(t), store.Client{ID: "globex", Namespaces: []string{"Bad!"}}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("put with a bad namespace: %v", err)
+	}
+	if _, err := s.SetClientNamespaces(ctx(t), "nobody", []string{"order"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown client: %v", err)
+	}
 }
 
 // testListingPages pages through documents and tasks two at a time while
@@ -689,12 +745,14 @@ func testTaskMemory(t *testing.T, s store.Store) {
 		GraphNodeKeys: []string{"person:ann", "person:bob"}, RAGDocumentIDs: []string{"chunk-1"},
 		StructuredData: json.RawMessage(`{"deadline":"friday"}`), RoutingDecision: store.TaskReadyForGPU,
 		RoutingReason: "direct request", SourceType: store.SourceEmail, SourceID: "doc-1",
+		Warnings: []string{"relation jira:A|???|jira:B left out"},
 	}
 	if err := s.SaveTaskMemory(ctx(t), m); err != nil {
 		t.Fatal(err)
 	}
 	got := must(s.GetTaskMemory(ctx(t), "acme", "t1"))(t)
-	if got.ContextSummary != m.ContextSummary || !slices.Equal(got.GraphNodeKeys, m.GraphNodeKeys) || string(got.StructuredData) != string(m.StructuredData) || got.RoutingDecision != store.TaskReadyForGPU {
+	if got.ContextSummary != m.ContextSummary || !slices.Equal(got.GraphNodeKeys, m.GraphNodeKeys) || string(got.StructuredData) != string(m.StructuredData) || got.RoutingDecision != store.TaskReadyForGPU ||
+		!slices.Equal(got.Warnings, m.Warnings) {
 		t.Fatalf("round trip: %+v", got)
 	}
 	m.ContextSummary = "updated"
