@@ -30,6 +30,9 @@ func (s *Server) clients(r *http.Request, _ Principal) (any, error) {
 type CreateClientRequest struct {
 	ID   string `json:"id"`
 	Name string `json:"name,omitempty"`
+	// Namespaces are the client's own entity types whose type:id mentions
+	// in prose become nodes (store.Client.Namespaces).
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 func (s *Server) createClient(r *http.Request, _ Principal) (any, error) {
@@ -40,7 +43,11 @@ func (s *Server) createClient(r *http.Request, _ Principal) (any, error) {
 	if err := store.ValidateClientID(req.ID); err != nil {
 		return nil, invalid("id", err.Error())
 	}
-	c := store.Client{ID: req.ID, Name: req.Name, CreatedAt: time.Now().UTC()}
+	ns, err := store.NormalizeNamespaces(req.Namespaces)
+	if err != nil {
+		return nil, invalid("namespaces", err.Error())
+	}
+	c := store.Client{ID: req.ID, Name: req.Name, Namespaces: ns, CreatedAt: time.Now().UTC()}
 	created, err := s.cfg.Store.PutClient(r.Context(), c)
 	if err != nil {
 		return nil, err
@@ -49,6 +56,26 @@ func (s *Server) createClient(r *http.Request, _ Principal) (any, error) {
 		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "client " + req.ID + " exists"}
 	}
 	return status{code: http.StatusCreated, body: c}, nil
+}
+
+// NamespacesRequest is the body of PUT /admin/v1/clients/{client}/namespaces.
+type NamespacesRequest struct {
+	Namespaces []string `json:"namespaces"`
+}
+
+func (s *Server) setNamespaces(r *http.Request, _ Principal) (any, error) {
+	var req NamespacesRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if _, err := store.NormalizeNamespaces(req.Namespaces); err != nil {
+		return nil, invalid("namespaces", err.Error())
+	}
+	c, err := s.cfg.Store.SetClientNamespaces(r.Context(), r.PathValue("client"), req.Namespaces)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("client " + r.PathValue("client"))
+	}
+	return c, err
 }
 
 func (s *Server) existingClient(r *http.Request) (string, error) {

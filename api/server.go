@@ -124,6 +124,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	admin("GET /admin/v1/jobs/{id}", s.job)
 	admin("GET /admin/v1/clients", s.clients)
 	admin("POST /admin/v1/clients", s.createClient)
+	admin("PUT /admin/v1/clients/{client}/namespaces", s.setNamespaces)
 	admin("GET /admin/v1/clients/{client}/keys", s.keys)
 	admin("POST /admin/v1/clients/{client}/keys", s.createKey)
 	admin("POST /admin/v1/keys/{id}/revoke", s.revokeKey)

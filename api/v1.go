@@ -187,8 +187,14 @@ func (s *Server) documents(r *http.Request, p Principal) (any, error) {
 	if state != "" && !slices.Contains(store.DocumentStates, state) {
 		return nil, invalid("state", "not a document state")
 	}
+	degraded := false
+	if v := q.Get("degraded"); v != "" {
+		if degraded, err = strconv.ParseBool(v); err != nil {
+			return nil, invalid("degraded", "true or false")
+		}
+	}
 	docs, err := s.cfg.Store.ListDocuments(r.Context(), store.DocumentQuery{Client: p.Client, State: state,
-		SourceType: store.SourceType(q.Get("sourceType")), Limit: limit, After: after})
+		SourceType: store.SourceType(q.Get("sourceType")), Degraded: degraded, Limit: limit, After: after})
 	if err != nil {
 		return nil, err
 	}

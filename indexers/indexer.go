@@ -43,10 +43,6 @@ type Config struct {
 	Observe func(stage string, outcome worker.Outcome, took time.Duration)
 }
 
-// ClassMalformed is the error class of documents quarantined because their
-// source could not parse them.
-const ClassMalformed = "malformed_input"
-
 // Indexer turns one document into its tasks. It is the worker.Handler of
 // the indexer loop; New builds the loop.
 type Indexer struct {
@@ -94,7 +90,7 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 	doc := job.Item
 	n := doc.Normalized
 	if reason, ok := n.Metadata[store.MetaParseError].(string); ok {
-		return worker.Result{}, worker.Classify(ClassMalformed, true, false, fmt.Errorf("%s %s: %s", doc.SourceType, doc.ExternalID, reason))
+		return worker.Result{}, worker.Malformed(fmt.Errorf("%s %s: %s", doc.SourceType, doc.ExternalID, reason))
 	}
 	found := links.FromText(n.Body)
 	if h, ok := n.Metadata["html"].(string); ok {

@@ -21,12 +21,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/graph"
 	"github.com/jervis-dev/jervis/qualifier/agent"
 	"github.com/jervis-dev/jervis/qualifier/linksafety"
 	"github.com/jervis-dev/jervis/qualifier/rules"
@@ -38,6 +40,7 @@ type Store interface {
 	store.Tasks
 	store.Memories
 	store.LinkPatterns
+	GetClient(ctx context.Context, id string) (store.Client, error)
 }
 
 // Policies for links no pattern classifies.
@@ -109,10 +112,6 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 // using any tool: retried, then FAILED with that reason.
 const ClassEmptyExtraction = "empty_extraction"
 
-// ClassBadContent is the class of tasks whose document the knowledge base
-// refuses (empty, binary, too large, no valid ref).
-const ClassBadContent = "bad_content"
-
 // Handle implements worker.Handler.
 func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (worker.Result, error) {
 	t := job.Item
@@ -126,11 +125,16 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 	if t.Kind == store.KindLink {
 		return q.link(ctx, t, doc)
 	}
+	namespaces, err := q.mentionNamespaces(ctx, t.Client)
+	if err != nil {
+		return worker.Result{}, err
+	}
 	structure := rules.Structure(doc)
+	structure.MentionNamespaces = namespaces
 	res, err := q.cfg.KB.Ingest(ctx, structure)
 	if err != nil {
-		if isBadContent(err) {
-			return worker.Result{}, worker.Classify(ClassBadContent, true, false, fmt.Errorf("document %s: %w", doc.ExternalID, err))
+		if isMalformed(err) {
+			return worker.Result{}, worker.Malformed(fmt.Errorf("document %s: %w", doc.ExternalID, err))
 		}
 		return worker.Result{}, fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
 	}
@@ -155,6 +159,7 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: summary,
 		GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, StructuredData: structured,
 		RoutingDecision: store.TaskState(decision), RoutingReason: reason, SourceType: doc.SourceType, SourceID: doc.ID,
+		Warnings: res.Warnings,
 	}
 	if err := q.cfg.Store.SaveTaskMemory(ctx, mem); err != nil {
 		return worker.Result{}, fmt.Errorf("task memory: %w", err)
@@ -174,7 +179,7 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 	if err := json.Unmarshal(t.Payload, &p); err != nil || p.URL == "" {
 		return worker.Result{}, worker.Permanent(fmt.Errorf("task %s: link payload: %v", t.ID, err))
 	}
-	linkRef := "link:" + p.URL
+	linkRef := rules.LinkRef(p.URL)
 	pageURN := "page:" + p.URL
 	patterns, err := q.cfg.Store.ListLinkPatterns(ctx, t.Client)
 	if err != nil {
@@ -205,8 +210,8 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 		SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: "link", ObservedAt: doc.ObservedAt,
 	})
 	if err != nil {
-		if isBadContent(err) {
-			return worker.Result{}, worker.Classify(ClassBadContent, true, false, fmt.Errorf("link %s: %w", p.URL, err))
+		if isMalformed(err) {
+			return worker.Result{}, worker.Malformed(fmt.Errorf("link %s: %w", p.URL, err))
 		}
 		return worker.Result{}, err
 	}
@@ -225,11 +230,16 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 			case err != nil:
 				return worker.Result{}, err // a network failure: retried with backoff
 			default:
+				namespaces, err := q.mentionNamespaces(ctx, t.Client)
+				if err != nil {
+					return worker.Result{}, err
+				}
 				pres, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
 					Client: t.Client, MainNode: linkRef, Props: map[string]any{"title": page.Title, "fetched": true},
 					Content: cmp.Or(page.Title, p.URL) + "\n\n" + page.Text, SourceURN: pageURN, SourceType: "LINK", Kind: "page",
+					MentionNamespaces: namespaces,
 				})
-				if err != nil && !isBadContent(err) {
+				if err != nil && !isMalformed(err) {
 					return worker.Result{}, err
 				}
 				if err != nil {
@@ -242,16 +252,32 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 	if err := q.cfg.Store.SaveTaskMemory(ctx, store.TaskMemory{
 		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: evidence,
 		GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, RoutingDecision: store.TaskDone, RoutingReason: reason,
-		SourceType: doc.SourceType, SourceID: doc.ID,
+		SourceType: doc.SourceType, SourceID: doc.ID, Warnings: res.Warnings,
 	}); err != nil {
 		return worker.Result{}, err
 	}
 	return worker.Result{Next: rules.Done, Usage: usage}, nil
 }
 
-func isBadContent(err error) bool {
+// isMalformed reports the knowledge base's validation errors: content or a
+// ref it will never accept, so retrying cannot help.
+func isMalformed(err error) bool {
 	return errors.Is(err, kb.ErrEmptyContent) || errors.Is(err, kb.ErrBinary) || errors.Is(err, kb.ErrTooLarge) ||
-		errors.Is(err, kb.ErrBadRef) || errors.Is(err, store.ErrInvalid)
+		errors.Is(err, kb.ErrBadRef) || errors.Is(err, store.ErrInvalid) || errors.Is(err, graph.ErrInvalid)
+}
+
+// mentionNamespaces are the namespaces whose type:id mentions in prose
+// become nodes for client: those the rules produce and those the client
+// declared (store.Client.Namespaces).
+func (q *Qualifier) mentionNamespaces(ctx context.Context, client string) ([]string, error) {
+	c, err := q.cfg.Store.GetClient(ctx, client)
+	if errors.Is(err, store.ErrNotFound) {
+		return rules.Namespaces, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client %s: %w", client, err)
+	}
+	return append(slices.Clip(rules.Namespaces), c.Namespaces...), nil
 }
 
 // compact drops bulky metadata (HTML bodies) from TaskMemory.

@@ -220,3 +220,59 @@ func runUntil(t testing.TB, w interface{ Run(context.Context) error }, done func
 	cancel()
 	wg.Wait()
 }
+
+// One relation that cannot be stored costs only itself: the issue is
+// ingested, the task ends DONE, and its TaskMemory says what was left out.
+// Content the knowledge base refuses fails the task at once, permanently,
+// as malformed_input (never retried as transient). Prose mentions become
+// nodes only in the rules' namespaces and the client's own.
+func TestQualifyKeepsTheDocumentWhenOneRelationCannotBeStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if _, err := e.st.PutClient(ctx, store.Client{ID: "acme", Namespaces: []string{"order"}}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(d store.Document) store.Document {
+		t.Helper()
+		d.Client = "acme"
+		stored, _, err := e.st.PutDocument(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stored
+	}
+	issue := put(store.Document{SourceType: store.SourceJira, ExternalID: "TIM-2", Raw: []byte("TIM-2"),
+		Normalized: store.Normalized{Title: "TIM-2: Crash on start", Body: "Crashes for order:42. inet addr:10.0.0.1 packets:3", Metadata: map[string]any{
+			"key": "TIM-2", "assignee": "ann", "issueLinks": []any{
+				map[string]any{"type": "Gantt: start-finish", "direction": "outward", "phrase": "starts after", "key": "TIM-3"},
+				map[string]any{"type": "???", "direction": "outward", "phrase": "??", "key": "TIM-4"},
+			}}}})
+	binary := put(store.Document{SourceType: store.SourceFile, ExternalID: "noise.txt", Raw: []byte("noise"),
+		Normalized: store.Normalized{Title: "noise", Body: strings.Repeat("\x01\x02\x03a", 50)}})
+	drain(t, e, nil)
+
+	task, _ := e.st.GetTask(ctx, "acme", store.TaskID(issue.ID, store.KindData, ""))
+	mem, err := e.st.GetTaskMemory(ctx, "acme", task.ID)
+	if task.State != store.TaskDone && task.State != store.TaskReadyForGPU || err != nil {
+		t.Fatalf("issue task %s: %v", task.State, err)
+	}
+	if len(mem.Warnings) != 1 || !strings.Contains(mem.Warnings[0], "jira:TIM-2|???|jira:TIM-4 left out") {
+		t.Fatalf("warnings %q", mem.Warnings)
+	}
+	g := e.graph.For("acme")
+	for _, key := range []string{"gantt_start_finish::jira:tim-2->jira:tim-3", "assigned_to::jira:tim-2->person:ann", "mentions::jira:tim-2->order:42"} {
+		if _, err := g.Edge(ctx, key); err != nil {
+			t.Errorf("edge %s: %v", key, err)
+		}
+	}
+	types, _ := g.CountByType(ctx)
+	if types["inet"]+types["addr"]+types["packets"] != 0 {
+		t.Errorf("prose made junk nodes: %v", types)
+	}
+
+	failed, _ := e.st.GetTask(ctx, "acme", store.TaskID(binary.ID, store.KindData, ""))
+	if failed.State != store.TaskFailed || failed.Attempts != 1 || failed.LastError == nil || failed.LastError.Class != "malformed_input" || failed.LastError.Recoverable {
+		t.Fatalf("binary content: %s after %d attempts, %+v", failed.State, failed.Attempts, failed.LastError)
+	}
+}

@@ -31,7 +31,7 @@ func (a *app) statusCommand() *cobra.Command {
 			}
 			if srv != nil {
 				if quarantined {
-					return errors.New("--quarantined reads the local store; over --server use GET /api/v1/documents?state=QUARANTINED with a client's key")
+					return errors.New("--quarantined reads the local store; over --server use GET /api/v1/documents?state=QUARANTINED (and ?degraded=true) with a client's key")
 				}
 				var stats store.Stats
 				if err := srv.do(cmd.Context(), "GET", "/admin/v1/stats", nil, &stats); err != nil {
@@ -46,23 +46,7 @@ func (a *app) statusCommand() *cobra.Command {
 			defer st.Close()
 			backends := api.Backends(cmd.Context(), 2*time.Second, append(a.backendChecks(st, nil), a.networkChecks(cmd.Context())...))
 			if quarantined {
-				docs, err := st.ListDocuments(cmd.Context(), store.DocumentQuery{State: store.DocQuarantined, Limit: 1000})
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return json.NewEncoder(a.stdout).Encode(docs)
-				}
-				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CLIENT\tSOURCE\tEXTERNAL ID\tVERSION\tREASON")
-				for _, d := range docs {
-					reason := ""
-					if d.Error != nil {
-						reason = d.Error.Class + ": " + d.Error.Message
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", d.Client, d.SourceType, d.ExternalID, d.Version, reason)
-				}
-				return tw.Flush()
+				return a.printQuarantined(cmd.Context(), st, asJSON)
 			}
 			stats, err := st.Stats(cmd.Context())
 			if err != nil {
@@ -72,9 +56,42 @@ func (a *app) statusCommand() *cobra.Command {
 			return a.printStatus(stats, asJSON)
 		},
 	}
-	cmd.Flags().BoolVar(&quarantined, "quarantined", false, "list quarantined documents with their reasons instead")
+	cmd.Flags().BoolVar(&quarantined, "quarantined", false, "list quarantined documents with their reasons, and documents kept with warnings, instead")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object: {"documents":{"NEW":0,...},"tasks":{"DONE":0,...},...}`)
 	return cmd
+}
+
+// printQuarantined lists the quarantined documents with their reasons, then
+// the degraded ones (indexed, with the parser's warnings).
+func (a *app) printQuarantined(ctx context.Context, st store.Store, asJSON bool) error {
+	docs, err := st.ListDocuments(ctx, store.DocumentQuery{State: store.DocQuarantined, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	degraded, err := st.ListDocuments(ctx, store.DocumentQuery{Degraded: true, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(a.stdout).Encode(map[string][]store.Document{"quarantined": docs, "degraded": degraded})
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLIENT\tSOURCE\tEXTERNAL ID\tVERSION\tREASON")
+	for _, d := range docs {
+		reason := ""
+		if d.Error != nil {
+			reason = d.Error.Class + ": " + d.Error.Message
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", d.Client, d.SourceType, d.ExternalID, d.Version, reason)
+	}
+	if len(degraded) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "KEPT WITH WARNINGS\tSOURCE\tEXTERNAL ID\tVERSION\tWARNING")
+		for _, d := range degraded {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", d.Client, d.SourceType, d.ExternalID, d.Version, strings.Join(d.Normalized.Warnings, "; "))
+		}
+	}
+	return tw.Flush()
 }
 
 func (a *app) printStatus(stats store.Stats, asJSON bool) error {
@@ -119,7 +136,7 @@ func printStats(w io.Writer, s store.Stats) error {
 	table(tw, "DOCUMENTS", docStates, map[string]store.Counts{"all": s.Documents}, s.DocumentsBySource, s.DocumentsByClient)
 	fmt.Fprintln(tw)
 	table(tw, "TASKS", taskStates, map[string]store.Counts{"all": s.Tasks}, s.TasksByKind, s.TasksByClient)
-	if len(s.OldestWaiting) > 0 || len(s.Failures) > 0 {
+	if len(s.OldestWaiting) > 0 || len(s.Failures) > 0 || s.Degraded > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "QUEUE\tOLDEST WAITING / FAILED")
 		for _, k := range slices.Sorted(maps.Keys(s.OldestWaiting)) {
@@ -127,6 +144,9 @@ func printStats(w io.Writer, s store.Stats) error {
 		}
 		for _, k := range slices.Sorted(maps.Keys(s.Failures)) {
 			fmt.Fprintf(tw, "%s\t%d failed\n", k, s.Failures[k])
+		}
+		if s.Degraded > 0 {
+			fmt.Fprintf(tw, "documents kept with warnings\t%d (jervis status --quarantined)\n", s.Degraded)
 		}
 	}
 	if len(s.Backends) > 0 {

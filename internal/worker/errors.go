@@ -24,6 +24,17 @@ const (
 	ClassTimeout   = "timeout"
 )
 
+// ClassMalformed is the class of input that can never be processed as it
+// is (a document that cannot be parsed, content or a ref the knowledge base
+// refuses): see Malformed.
+const ClassMalformed = "malformed_input"
+
+// Malformed marks err as caused by the input itself: permanent (retrying
+// cannot help) and not recoverable by a human retry, class ClassMalformed.
+func Malformed(err error) error {
+	return Classify(ClassMalformed, true, false, err)
+}
+
 // Error is a handler error with structure: a stable class, whether retrying
 // can help, and whether a human can recover a permanent failure.
 type Error struct {

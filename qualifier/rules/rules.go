@@ -11,14 +11,42 @@
 package rules
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 )
+
+// Namespaces are the node types the rules produce. Prose mentions (type:id)
+// become nodes only in these and the ones a client declares; everything else
+// that looks like one in ordinary text ("inet addr:10.0.0.1", "packets:42")
+// stays text.
+var Namespaces = []string{"email", "person", "jira", "project", "label", "version", "commit", "branch", "file", "page", "space", "link"}
+
+// maxLinkRef is the longest URL kept whole in a link ref (kb.MaxRefLen
+// bounds refs); longer ones keep a prefix and a hash of the whole URL.
+const maxLinkRef = 400
+
+// LinkRef returns the ref of a link's node: link: and the URL, or for a URL
+// longer than maxLinkRef bytes its first maxLinkRef bytes and a hash of the
+// whole, so that two long URLs with one prefix stay two nodes.
+func LinkRef(url string) string {
+	if len(url) <= maxLinkRef {
+		return "link:" + url
+	}
+	sum := sha256.Sum256([]byte(url))
+	cut := maxLinkRef
+	for cut > 0 && !utf8.RuneStart(url[cut]) {
+		cut--
+	}
+	return "link:" + url[:cut] + "#" + hex.EncodeToString(sum[:8])
+}
 
 // MainNode returns the ref of a document's own node.
 func MainNode(d store.Document) string {
@@ -110,12 +138,7 @@ func Structure(d store.Document) kb.IngestRequest {
 		for _, cc := range strs(m["cc"]) {
 			h.rel(main, "cc", person(cc), h.line("Cc", cc))
 		}
-		if r := str(m, "inReplyTo"); r != "" {
-			h.rel(main, "replies_to", "email:"+r, h.line("In-Reply-To", r))
-		}
-		if refs := strs(m["references"]); len(refs) > 0 {
-			h.rel(main, "in_thread", "email:"+refs[0], h.line("Thread", refs[0]))
-		}
+		replyChain(&h, main, str(m, "inReplyTo"), strs(m["references"]))
 		props["date"] = m["date"]
 	case store.SourceJira:
 		h.line("Issue", d.Normalized.Title)
@@ -135,7 +158,10 @@ func Structure(d store.Document) kb.IngestRequest {
 		}
 		for _, l := range issueLinks(m["issueLinks"]) {
 			ev := h.line("Link", l.Phrase+" "+l.Key)
-			typ := strings.ToLower(strings.ReplaceAll(l.Type, " ", "_"))
+			typ, err := kb.EdgeType(l.Type) // "Gantt: start-finish" → gantt_start_finish
+			if err != nil {
+				typ = l.Type // kb.Ingest leaves it out, with a warning
+			}
 			if l.Direction == "inward" {
 				h.rel("jira:"+l.Key, typ, main, ev)
 			} else {
@@ -196,6 +222,48 @@ func Structure(d store.Document) kb.IngestRequest {
 		Client: d.Client, MainNode: main, Props: props, Content: content, Relations: h.rels,
 		SourceURN: string(d.SourceType) + ":" + d.ExternalID, SourceType: string(d.SourceType), Kind: "body", ObservedAt: d.ObservedAt,
 	}
+}
+
+// maxChain bounds the reply edges one message's References header adds.
+const maxChain = 50
+
+// replyChain adds an email's reply edges: to its parent (In-Reply-To, or
+// the last of References), and along the chain of ancestors References
+// records, each to the one before it, so a thread whose middle message is
+// missing stays connected; and in_thread to the thread's first message.
+func replyChain(h *header, main, inReplyTo string, refs []string) {
+	var refsLine string
+	references := func() string { // the References line, written once
+		if refsLine == "" {
+			refsLine = h.line("References", strings.Join(refs, " "))
+		}
+		return refsLine
+	}
+	parent := inReplyTo
+	if parent == "" && len(refs) > 0 {
+		parent = refs[len(refs)-1]
+	}
+	if parent != "" && "email:"+parent != main {
+		if inReplyTo != "" {
+			h.rel(main, "replies_to", "email:"+parent, h.line("In-Reply-To", parent))
+		} else {
+			h.rel(main, "replies_to", "email:"+parent, references())
+		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	chain := refs
+	if i := slices.Index(refs, parent); i >= 0 {
+		chain = refs[:i+1]
+	}
+	chain = chain[max(0, len(chain)-maxChain):]
+	for i := len(chain) - 1; i > 0; i-- {
+		if chain[i] != chain[i-1] {
+			h.rel("email:"+chain[i], "replies_to", "email:"+chain[i-1], references())
+		}
+	}
+	h.rel(main, "in_thread", "email:"+refs[0], h.line("Thread", refs[0]))
 }
 
 type issueLink struct{ Type, Direction, Phrase, Key string }

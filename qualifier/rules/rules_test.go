@@ -10,6 +10,7 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/qualifier/rules"
 )
@@ -142,5 +143,84 @@ func TestAsked(t *testing.T) {
 		Metadata: map[string]any{"assignee": "dmitri", "reporter": "carol"}, Body: "Could you look at the flaky test before Monday?"}}
 	if a := rules.Asked(jira); !slices.Equal(a.Of, []string{"dmitri"}) || a.From != "carol" || len(a.Questions) != 1 || !slices.Equal(a.Deadlines, []string{"before Monday"}) {
 		t.Fatalf("jira: %+v", a)
+	}
+}
+
+// A reply's edges follow In-Reply-To and the chain of ancestors References
+// records, so that a thread whose middle message is missing from the corpus
+// stays connected: c replies to b (absent), and b to a, by c's header.
+func TestStructureReplyChain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		inReplyTo string
+		refs      []any
+		want      []string
+	}{
+		{"in-reply-to and references", "b@x", []any{"a@x", "b@x"},
+			[]string{"email:c@x|replies_to|email:b@x", "email:b@x|replies_to|email:a@x", "email:c@x|in_thread|email:a@x"}},
+		{"references only", "", []any{"a@x", "b@x"},
+			[]string{"email:c@x|replies_to|email:b@x", "email:b@x|replies_to|email:a@x", "email:c@x|in_thread|email:a@x"}},
+		{"in-reply-to only", "b@x", nil, []string{"email:c@x|replies_to|email:b@x"}},
+		{"parent inside references", "b@x", []any{"a@x", "b@x", "z@x"},
+			[]string{"email:c@x|replies_to|email:b@x", "email:b@x|replies_to|email:a@x", "email:c@x|in_thread|email:a@x"}},
+	} {
+		meta := map[string]any{"from": "c@x", "fromName": "C <c@x>"}
+		if tc.inReplyTo != "" {
+			meta["inReplyTo"] = tc.inReplyTo
+		}
+		if tc.refs != nil {
+			meta["references"] = tc.refs
+		}
+		req := rules.Structure(store.Document{SourceType: store.SourceEmail, ExternalID: "c@x", Normalized: store.Normalized{Title: "Re: x", Body: "ok", Metadata: meta}})
+		var got []string
+		for _, r := range req.Relations {
+			if r.Type != "sent_by" {
+				got = append(got, r.From+"|"+r.Type+"|"+r.To)
+			}
+			if !containsLine(req.Content, r.Evidence) {
+				t.Errorf("%s: relation %+v has no evidence line", tc.name, r)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: relations %q, want %q", tc.name, got, tc.want)
+		}
+		if n := strings.Count(req.Content, "References:"); n > 1 {
+			t.Errorf("%s: %d References lines", tc.name, n)
+		}
+	}
+}
+
+// Jira link type names of any spelling become valid edge types.
+func TestStructureJiraLinkTypes(t *testing.T) {
+	t.Parallel()
+	req := rules.Structure(store.Document{SourceType: store.SourceJira, ExternalID: "TIM-2", Normalized: store.Normalized{Title: "TIM-2: x", Metadata: map[string]any{
+		"key": "TIM-2", "issueLinks": []any{
+			map[string]any{"type": "Gantt: start-finish", "direction": "outward", "phrase": "start is earliest end of", "key": "TIM-3"},
+			map[string]any{"type": "Problem/Incident", "direction": "inward", "phrase": "is caused by", "key": "TIM-1"},
+		}}}})
+	var got []string
+	for _, r := range req.Relations {
+		got = append(got, r.From+"|"+r.Type+"|"+r.To)
+	}
+	if !slices.Equal(got, []string{"jira:TIM-2|gantt_start_finish|jira:TIM-3", "jira:TIM-1|problem_incident|jira:TIM-2"}) {
+		t.Fatalf("relations %q", got)
+	}
+}
+
+// A link ref keeps a URL whole up to 400 bytes; a longer one keeps a prefix
+// and a hash, so it stays a valid ref and two long URLs stay two nodes.
+func TestLinkRef(t *testing.T) {
+	t.Parallel()
+	if got := rules.LinkRef("https://x.test/a"); got != "link:https://x.test/a" {
+		t.Fatalf("short: %q", got)
+	}
+	long := "https://idp.example.test/adfs/ls/?request=" + strings.Repeat("q", 800)
+	a, b := rules.LinkRef(long), rules.LinkRef(long+"x")
+	if a == b || len(a) > 450 || !strings.HasPrefix(a, "link:https://idp.example.test/adfs/") {
+		t.Fatalf("long: %q %q", a, b)
+	}
+	if _, err := kb.ParseRef(a); err != nil {
+		t.Fatal(err)
 	}
 }
