@@ -4,15 +4,27 @@
 // fields the pipeline keeps and a store.Document.
 //
 // Kept: subject, from, to, cc, date, Message-ID, In-Reply-To, References
-// (threading), the text body — text/plain preferred, an HTML-only message
-// converted to Markdown-flavoured text (JohannesKaufmann/html-to-markdown) —
-// the HTML itself (for its links) and attachments as metadata (name, type,
-// size). Encoded words in headers are decoded.
+// (threading), the text body — the text/* parts that are not attachments,
+// text/plain preferred, an HTML-only message converted to Markdown-flavoured
+// text (JohannesKaufmann/html-to-markdown) — the HTML itself (for its links)
+// and attachments as metadata (name, type, size): every part that is not
+// text, whatever its disposition (an inline logo or a pasted screenshot is
+// an attachment). Encoded words in headers are decoded.
 //
-// Hostile input is bounded: a message larger than MaxBytes, a header block
-// larger than MaxHeaderBytes, more than MaxParts parts, an unknown charset
-// or encoding, or broken MIME is an error that says which; sources store
-// such a message anyway (raw) with the error, and it is quarantined.
+// Real mail is often a little broken; what can be read is kept and what
+// could not be read as it was is said in Message.Warnings (and so in the
+// document's Normalized.Warnings): a text part whose charset is unknown or
+// misspelt (aliases such as eucgb2312_cn are resolved; otherwise UTF-8 or
+// Windows-1252, best effort), invalid bytes (replaced by U+FFFD), an unknown
+// transfer encoding, a part cut short, a MIME structure that breaks off
+// (the parts before the break are kept), a text part over the size cap
+// (kept up to it). A message that starts with an mbox "From " line is read
+// from the line after it.
+//
+// Only what cannot be read at all is an error (ErrMalformed, and sources
+// store the message raw with the reason, to be quarantined): no header, a
+// message larger than MaxBytes, a header block larger than MaxHeaderBytes,
+// more multipart entities than MaxMultiparts (a MIME bomb).
 package email
 
 import (
@@ -28,8 +40,9 @@ import (
 
 	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
 	"github.com/emersion/go-message"
-	_ "github.com/emersion/go-message/charset" // registers charsets
+	"github.com/emersion/go-message/charset"
 	"github.com/emersion/go-message/mail"
+	"golang.org/x/text/encoding/charmap"
 
 	"github.com/jervis-dev/jervis/internal/store"
 )
@@ -38,9 +51,9 @@ import (
 const (
 	MaxBytes       = 64 << 20
 	MaxHeaderBytes = 256 << 10
-	MaxParts       = 500
+	MaxParts       = 500     // parts read; the rest are left out with a warning
 	MaxMultiparts  = 100     // multipart entities (bounds nesting depth)
-	maxTextBytes   = 8 << 20 // body text kept per part
+	MaxTextBytes   = 8 << 20 // text kept per part; the rest is cut with a warning
 )
 
 // ErrMalformed is wrapped by every parse error.
@@ -65,6 +78,23 @@ type Message struct {
 	Text        string // the body as text
 	HTML        string // the HTML part, when there is one
 	Attachments []Attachment
+	// DecodingIssues are the text parts that could not be decoded exactly
+	// as declared (charset, transfer encoding, invalid bytes).
+	DecodingIssues []string
+	// Warnings are everything that was not kept as it was: the decoding
+	// issues, text cut at MaxTextBytes, a broken MIME structure, parts
+	// beyond MaxParts.
+	Warnings []string
+}
+
+func (m *Message) decodingIssue(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	m.DecodingIssues = append(m.DecodingIssues, s)
+	m.Warnings = append(m.Warnings, s)
+}
+
+func (m *Message) warn(format string, args ...any) {
+	m.Warnings = append(m.Warnings, fmt.Sprintf(format, args...))
 }
 
 // Parse reads one message.
@@ -72,6 +102,7 @@ func Parse(raw []byte) (*Message, error) {
 	if len(raw) > MaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMalformed, len(raw), MaxBytes)
 	}
+	raw = skipMboxLine(raw)
 	if h := headerSize(raw); h > MaxHeaderBytes {
 		return nil, fmt.Errorf("%w: header block of %d bytes, more than %d", ErrMalformed, h, MaxHeaderBytes)
 	}
@@ -81,18 +112,23 @@ func Parse(raw []byte) (*Message, error) {
 	if n := bytes.Count(bytes.ToLower(raw), []byte("multipart/")); n > MaxMultiparts {
 		return nil, fmt.Errorf("%w: %d nested or sibling multipart entities, more than %d", ErrMalformed, n, MaxMultiparts)
 	}
-	r, err := mail.CreateReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	e, topErr := message.Read(bytes.NewReader(raw))
+	if topErr != nil && !message.IsUnknownCharset(topErr) && !message.IsUnknownEncoding(topErr) {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, topErr)
 	}
+	topType, _ := mediaType(e.Header.Get("Content-Type"))
+	r := mail.NewReader(e)
 	defer r.Close()
 	m := &Message{}
 	h := r.Header
+	var err error
 	if m.MessageID, err = h.MessageID(); err != nil {
 		m.MessageID = ""
 	}
-	if m.Subject, err = h.Subject(); err != nil {
-		return nil, fmt.Errorf("%w: subject: %v", ErrMalformed, err)
+	m.MessageID = validText(m.MessageID)
+	if m.Subject, err = h.Subject(); err != nil || !utf8.ValidString(m.Subject) {
+		m.Subject = bestEffortHeader(h.Get("Subject"))
+		m.decodingIssue("subject: not valid in its charset, decoded best effort")
 	}
 	m.From = addresses(h, "From")
 	if len(m.From) > 0 {
@@ -104,62 +140,270 @@ func Parse(raw []byte) (*Message, error) {
 		m.Date = d.UTC()
 	}
 	if ids, err := h.MsgIDList("In-Reply-To"); err == nil && len(ids) > 0 {
-		m.InReplyTo = ids[0]
+		m.InReplyTo = validText(ids[0])
 	}
 	if ids, err := h.MsgIDList("References"); err == nil {
-		m.References = ids
+		for _, id := range ids {
+			m.References = append(m.References, validText(id))
+		}
 	}
 	var plain, html strings.Builder
-	for parts := 0; ; parts++ {
-		if parts == MaxParts {
-			return nil, fmt.Errorf("%w: more than %d MIME parts", ErrMalformed, MaxParts)
+	for n := 1; ; n++ {
+		if n > MaxParts {
+			m.warn("more than %d MIME parts: the rest are left out", MaxParts)
+			break
 		}
 		p, err := r.NextPart()
 		if err == io.EOF {
 			break
 		}
-		if err != nil { // broken MIME, an unknown charset or transfer encoding
-			return nil, fmt.Errorf("%w: part %d: %v", ErrMalformed, parts+1, err)
+		if n == 1 && err == nil && !strings.HasPrefix(topType, "multipart/") {
+			err = topErr // a single-part message: its charset is the message's
 		}
-		switch ph := p.Header.(type) {
-		case *mail.InlineHeader:
-			ct, _, _ := ph.ContentType()
-			body, err := io.ReadAll(io.LimitReader(p.Body, maxTextBytes))
-			if err != nil {
-				return nil, fmt.Errorf("%w: part %d (%s): %v", ErrMalformed, parts+1, ct, err)
-			}
-			if !utf8.Valid(body) {
-				return nil, fmt.Errorf("%w: part %d (%s): text is not valid in its declared charset", ErrMalformed, parts+1, ct)
-			}
+		if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
+			// Broken MIME: what came before the break is kept.
+			m.warn("MIME structure broken at part %d: %v", n, err)
+			break
+		}
+		ct, params := mediaType(p.Header.Get("Content-Type"))
+		label := fmt.Sprintf("part %d (%s)", n, ct)
+		if _, isAttachment := p.Header.(*mail.AttachmentHeader); strings.HasPrefix(ct, "text/") && (!isAttachment || !hasFilename(p.Header)) {
+			text := m.readText(label, p.Body, params["charset"], err)
 			switch ct {
 			case "text/html":
-				html.Write(body)
+				html.WriteString(text)
 			default:
-				if plain.Len() > 0 {
+				if plain.Len() > 0 && text != "" {
 					plain.WriteString("\n\n")
 				}
-				plain.Write(body)
+				plain.WriteString(text)
 			}
-		case *mail.AttachmentHeader:
-			name, _ := ph.Filename()
-			ct, _, _ := ph.ContentType()
-			n, err := io.Copy(io.Discard, p.Body)
-			if err != nil {
-				return nil, fmt.Errorf("%w: attachment %q: %v", ErrMalformed, name, err)
-			}
-			m.Attachments = append(m.Attachments, Attachment{Name: name, ContentType: ct, Size: n})
+			continue
 		}
+		size, rerr := io.Copy(io.Discard, p.Body)
+		if rerr != nil {
+			m.warn("%s: attachment cut short after %d bytes: %v", label, size, rerr)
+		}
+		m.Attachments = append(m.Attachments, Attachment{Name: validText(filename(p.Header)), ContentType: validText(ct), Size: size})
 	}
 	m.HTML = html.String()
 	m.Text = strings.TrimSpace(plain.String())
 	if m.Text == "" && m.HTML != "" {
 		text, err := htmltomarkdown.ConvertString(m.HTML)
 		if err != nil {
-			return nil, fmt.Errorf("%w: html body: %v", ErrMalformed, err)
+			m.warn("html body could not be converted to text: %v", err)
 		}
 		m.Text = strings.TrimSpace(text)
 	}
 	return m, nil
+}
+
+// readText reads a text part as UTF-8, best effort: go-message has already
+// decoded the transfer encoding and a charset it knows (partErr says when
+// it did not know one); an alias is resolved, an unknown charset is read as
+// UTF-8 when the bytes are, else as Windows-1252; invalid bytes become
+// U+FFFD; text over MaxTextBytes is cut. Each such step is a warning.
+func (m *Message) readText(label string, body io.Reader, declared string, partErr error) string {
+	b, err := io.ReadAll(io.LimitReader(body, MaxTextBytes+1))
+	if err != nil {
+		m.decodingIssue("%s: cut short after %d bytes: %v", label, len(b), err)
+	}
+	if len(b) > MaxTextBytes {
+		rest, _ := io.Copy(io.Discard, body)
+		m.warn("%s: text of %d bytes cut at %d", label, int64(len(b))+rest, MaxTextBytes)
+		b = b[:MaxTextBytes]
+		for len(b) > 0 && !utf8.RuneStart(b[len(b)-1]) {
+			b = b[:len(b)-1] // no rune split at the cut
+		}
+	}
+	switch {
+	case message.IsUnknownEncoding(partErr):
+		m.decodingIssue("%s: %v; kept as it was", label, partErr)
+	case message.IsUnknownCharset(partErr):
+		b = m.decodeUnknownCharset(label, declared, b)
+	}
+	if !utf8.Valid(b) && declared == "" {
+		// No charset and 8-bit bytes that are not UTF-8: most often a
+		// Windows or Latin-1 mailer; every byte is a character there.
+		b, _ = charmap.Windows1252.NewDecoder().Bytes(b)
+		m.decodingIssue("%s: no charset declared and not UTF-8, read as Windows-1252 (best effort)", label)
+	}
+	if !utf8.Valid(b) {
+		n := invalidBytes(b)
+		b = bytes.ToValidUTF8(b, []byte("\uFFFD"))
+		m.decodingIssue("%s: %d bytes not valid in the declared charset %q replaced by U+FFFD", label, n, declared)
+	}
+	return string(b)
+}
+
+// decodeUnknownCharset decodes b, whose declared charset go-message does
+// not know: through an alias of a known one, else as UTF-8 when it is valid
+// UTF-8, else as Windows-1252 (every byte is a character there).
+func (m *Message) decodeUnknownCharset(label, declared string, b []byte) []byte {
+	for _, alias := range charsetAliases(declared) {
+		r, err := charset.Reader(alias, bytes.NewReader(b))
+		if err != nil {
+			continue
+		}
+		if out, err := io.ReadAll(r); err == nil {
+			m.decodingIssue("%s: charset %q read as its alias %q", label, declared, alias)
+			return out
+		}
+	}
+	if utf8.Valid(b) {
+		m.decodingIssue("%s: unknown charset %q, read as UTF-8", label, declared)
+		return b
+	}
+	out, _ := charmap.Windows1252.NewDecoder().Bytes(b)
+	m.decodingIssue("%s: unknown charset %q, read as Windows-1252 (best effort)", label, declared)
+	return out
+}
+
+// charsetNames maps charset names that mail programs write and the
+// registry does not know (Python's codec names, Windows code pages, MySQL's)
+// to ones it does, keyed by the name with everything but letters and
+// digits removed.
+var charsetNames = map[string]string{
+	"eucgb2312cn": "gb2312", "euccn": "gb2312", "cp936": "gbk", "ms936": "gbk", "gb18030": "gb18030",
+	"big5tw": "big5", "big5hkscs": "big5", "cp950": "big5",
+	"cp932": "shift_jis", "ms932": "shift_jis", "sjis": "shift_jis", "shiftjis": "shift_jis", "eucjp": "euc-jp",
+	"cp949": "euc-kr", "ms949": "euc-kr", "ksc56011987": "euc-kr", "euckr": "euc-kr",
+	"utf8": "utf-8", "utf8mb4": "utf-8", "utf8mb3": "utf-8", "unicode11utf8": "utf-8",
+	"latin1": "iso-8859-1", "latin2": "iso-8859-2", "latin9": "iso-8859-15", "ascii": "us-ascii", "ansi": "windows-1252",
+	"macroman": "macintosh", "koi8r": "koi8-r", "koi8u": "koi8-u",
+}
+
+// charsetAliases returns the names worth trying for a charset the registry
+// did not know: spelling variants and the table above.
+func charsetAliases(name string) []string {
+	n := strings.ToLower(strings.Trim(strings.TrimSpace(name), `"'`))
+	if n == "" {
+		return nil
+	}
+	bare := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, strings.TrimPrefix(n, "x-"))
+	var out []string
+	for _, c := range []string{
+		strings.ReplaceAll(n, "_", "-"), strings.TrimPrefix(n, "x-"), "x-" + n, bare, charsetNames[bare],
+		strings.TrimSuffix(strings.ReplaceAll(n, "_", "-"), "-cn"),
+	} {
+		if c != "" && c != n && !contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	// cp1252 → windows-1252, iso8859_15 → iso-8859-15
+	if rest, ok := strings.CutPrefix(bare, "cp"); ok && len(rest) == 4 && strings.HasPrefix(rest, "12") {
+		out = append(out, "windows-"+rest)
+	}
+	if rest, ok := strings.CutPrefix(bare, "iso8859"); ok && rest != "" {
+		out = append(out, "iso-8859-"+rest)
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// invalidBytes counts the bytes of b that are not part of valid UTF-8.
+func invalidBytes(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			n++
+		}
+		b = b[size:]
+	}
+	return n
+}
+
+// skipMboxLine drops an mbox "From " separator line that starts an .eml
+// saved from a mailbox.
+func skipMboxLine(raw []byte) []byte {
+	if !bytes.HasPrefix(raw, []byte("From ")) {
+		return raw
+	}
+	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+		return raw[i+1:]
+	}
+	return raw
+}
+
+// mediaType returns a part's media type (text/plain when it has none) and
+// parameters; a malformed header still yields its type when one can be
+// read before the first ";".
+func mediaType(v string) (string, map[string]string) {
+	if strings.TrimSpace(v) == "" {
+		return "text/plain", nil
+	}
+	ct, params, err := mime.ParseMediaType(v)
+	if err != nil {
+		ct, _, _ = strings.Cut(v, ";")
+		ct = strings.ToLower(strings.TrimSpace(ct))
+		if !strings.Contains(ct, "/") {
+			ct = "application/octet-stream"
+		}
+	}
+	return ct, params
+}
+
+// hasFilename reports whether a part names a file (a text attachment).
+func hasFilename(h mail.PartHeader) bool { return filename(h) != "" }
+
+// filename is the part's file name: the disposition's filename, else the
+// content type's name.
+func filename(ph mail.PartHeader) string {
+	dec := new(mime.WordDecoder)
+	if _, params, err := mime.ParseMediaType(ph.Get("Content-Disposition")); err == nil && params["filename"] != "" {
+		return decodeWords(dec, params["filename"])
+	}
+	if _, params, err := mime.ParseMediaType(ph.Get("Content-Type")); err == nil {
+		return decodeWords(dec, params["name"])
+	}
+	return ""
+}
+
+func decodeWords(dec *mime.WordDecoder, s string) string {
+	if out, err := dec.DecodeHeader(s); err == nil {
+		return out
+	}
+	return s
+}
+
+// bestEffortHeader decodes a header value whose encoded words could not all
+// be decoded: what decodes is kept, invalid bytes become U+FFFD.
+func bestEffortHeader(v string) string {
+	dec := &mime.WordDecoder{CharsetReader: func(cs string, in io.Reader) (io.Reader, error) {
+		if r, err := charset.Reader(cs, in); err == nil {
+			return r, nil
+		}
+		return charmap.Windows1252.NewDecoder().Reader(in), nil
+	}}
+	out, err := dec.DecodeHeader(v)
+	if err != nil {
+		out = v
+	}
+	return validText(out)
+}
+
+// validText returns s when it is UTF-8, else s read as Windows-1252 (raw
+// 8-bit bytes in a header, best effort).
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	out, _ := charmap.Windows1252.NewDecoder().String(s)
+	return out
 }
 
 // addresses returns the header's addresses as "Name <addr>" joined by ", ",
@@ -175,13 +419,13 @@ func addresses(h mail.Header, key string) string {
 				out[i] = a.Name + " <" + a.Address + ">"
 			}
 		}
-		return strings.Join(out, ", ")
+		return validText(strings.Join(out, ", "))
 	}
 	v, err := h.Text(key)
 	if err != nil {
-		return h.Get(key)
+		return bestEffortHeader(h.Get(key))
 	}
-	return v
+	return validText(v)
 }
 
 func splitNonEmpty(s string) []string {
@@ -252,12 +496,15 @@ func (m *Message) Document(raw []byte) store.Document {
 	if m.HTML != "" {
 		meta["html"] = m.HTML
 	}
+	if len(m.DecodingIssues) > 0 {
+		meta["decodingIssues"] = m.DecodingIssues
+	}
 	return store.Document{
 		SourceType: store.SourceEmail,
 		ExternalID: ExternalID(m.MessageID, raw),
 		Raw:        raw,
 		ObservedAt: m.Date,
-		Normalized: store.Normalized{Title: m.Subject, Body: m.Text, Metadata: meta},
+		Normalized: store.Normalized{Title: m.Subject, Body: m.Text, Metadata: meta, Warnings: m.Warnings},
 	}
 }
 

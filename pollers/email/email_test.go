@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/pollers/email"
@@ -79,10 +80,8 @@ func TestGoodMessages(t *testing.T) {
 func TestBadMessages(t *testing.T) {
 	t.Parallel()
 	for file, want := range map[string]string{
-		"truncated.eml":         "part 1",
 		"mime-bomb-nesting.eml": "multipart entities",
 		"huge-headers.eml":      "header block",
-		"invalid-charset.eml":   "charset",
 		"binary.eml":            "not an email message",
 	} {
 		t.Run(file, func(t *testing.T) {
@@ -96,6 +95,100 @@ func TestBadMessages(t *testing.T) {
 				t.Fatalf("unparsable document: %+v", doc.Normalized)
 			}
 		})
+	}
+}
+
+// Real mail that is a little broken is kept: what can be read is read, and
+// the document says what was not read as it was (Normalized.Warnings, and
+// the decoding ones in metadata decodingIssues).
+func TestDegradedMessagesAreKept(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		file, text, warning string
+		decoding            bool
+	}{
+		{"truncated.eml", "Hello world, this is tru", "part 1 (text/plain): cut short", true},
+		{"invalid-charset.eml", "nuqneH", `unknown charset "x-klingon-9", read as UTF-8`, true},
+		{"charset-alias.eml", "构建通过了", `charset "eucgb2312_cn" read as its alias "gb2312"`, true},
+		{"invalid-bytes.eml", "The release went out \uFFFD on time", "2 bytes not valid in the declared charset", true},
+		{"no-charset-8bit.eml", "Rendez-vous au café à midi.", "no charset declared and not UTF-8, read as Windows-1252", true},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
+			m, raw, err := parse(t, "testdata/degraded/"+tc.file)
+			if err != nil {
+				t.Fatalf("quarantined: %v", err)
+			}
+			if !strings.Contains(m.Text, tc.text) {
+				t.Errorf("text %q lacks %q", m.Text, tc.text)
+			}
+			doc := m.Document(raw)
+			w := strings.Join(doc.Normalized.Warnings, "; ")
+			if !strings.Contains(w, tc.warning) {
+				t.Errorf("warnings %q lack %q", w, tc.warning)
+			}
+			if _, ok := doc.Normalized.Metadata["decodingIssues"]; ok != tc.decoding {
+				t.Errorf("decodingIssues %v, want %v", doc.Normalized.Metadata["decodingIssues"], tc.decoding)
+			}
+			if _, bad := doc.Normalized.Metadata[store.MetaParseError]; bad {
+				t.Error("marked unparsable")
+			}
+		})
+	}
+	// A header's subject in an unknown charset is kept best effort.
+	m, _, _ := parse(t, "testdata/degraded/no-charset-8bit.eml")
+	if m.Subject != "Caf\uFFFD meeting" && m.Subject != "Café meeting" {
+		t.Errorf("subject %q", m.Subject)
+	}
+}
+
+// Only text/* parts are body text: an inline image (a signature logo, a
+// pasted screenshot), or one with no disposition at all, is an attachment;
+// an .eml saved with its mbox "From " line is read from the next line.
+func TestNonTextPartsAreAttachments(t *testing.T) {
+	t.Parallel()
+	m, raw, err := parse(t, "testdata/good/inline-image.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Attachments) != 1 || m.Attachments[0].ContentType != "image/png" || m.Attachments[0].Name != "logo.png" || m.Attachments[0].Size != 70 ||
+		!strings.HasPrefix(m.Text, "The dashboard is green again") || strings.Contains(m.Text, "PNG") || len(m.Warnings) != 0 {
+		t.Fatalf("inline image: %+v %q %q", m.Attachments, m.Text, m.Warnings)
+	}
+	if d := m.Document(raw); len(d.Normalized.Warnings) != 0 {
+		t.Fatalf("warnings %q", d.Normalized.Warnings)
+	}
+	m, _, err = parse(t, "testdata/good/image-no-disposition.eml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Attachments) != 1 || m.Attachments[0].ContentType != "image/gif" || !strings.Contains(m.Text, "**queue** grows") || len(m.Warnings) != 0 {
+		t.Fatalf("image without disposition: %+v %q %q", m.Attachments, m.Text, m.Warnings)
+	}
+	m, _, err = parse(t, "testdata/good/mbox-from-line.eml")
+	if err != nil || m.MessageID != "mbox-line-1@acme.test" || m.From != "Ann Novak <ann@acme.test>" || !strings.HasPrefix(m.Text, "This message was saved") {
+		t.Fatalf("mbox From line: %+v %v", m, err)
+	}
+}
+
+// A text part over the cap is kept up to it and the document says so.
+func TestOversizeTextIsCutAndFlagged(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	b.WriteString("From: a@acme.test\r\nTo: b@acme.test\r\nSubject: huge log\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
+	line := strings.Repeat("é log line ", 10) + "\r\n"
+	for b.Len() < email.MaxTextBytes+1<<20 {
+		b.WriteString(line)
+	}
+	m, err := email.Parse(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Text) > email.MaxTextBytes || len(m.Text) < email.MaxTextBytes-len(line) || !utf8.ValidString(m.Text) {
+		t.Fatalf("text of %d bytes", len(m.Text))
+	}
+	if len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], "cut at 8388608") {
+		t.Fatalf("warnings %q", m.Warnings)
 	}
 }
 
@@ -137,7 +230,7 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, dir := range []string{"testdata/good", "testdata/bad"} {
+	for _, dir := range []string{"testdata/good", "testdata/degraded", "testdata/bad"} {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			if b, err := os.ReadFile(dir + "/" + e.Name()); err == nil && len(b) < 20_000 {
