@@ -53,10 +53,7 @@ func (s *Server) ingest(r *http.Request, p Principal) (any, error) {
 		}
 		raw = b
 	}
-	if len(raw) == 0 {
-		return nil, invalid("content", "empty")
-	}
-	docs, err := filedrop.Parse(req.Name, raw)
+	docs, err := filedrop.Parse(req.Name, raw) // empty content: stored, quarantined with the reason
 	if errors.Is(err, filedrop.ErrUnsupported) {
 		return nil, invalid("name", "unsupported file type: use .eml, .mbox, .md, .txt, .json (Jira or Confluence REST), .xhtml or .html")
 	}

@@ -43,10 +43,14 @@ func TestIngestPushesADocumentThroughThePipeline(t *testing.T) {
 	if code != http.StatusAccepted || bad["unparsable"] == "" || bad["unparsable"] == nil {
 		t.Fatalf("broken payload: %d %v", code, broken)
 	}
+	// An empty file is stored too, to be quarantined with its reason.
+	code, empty := ingest(`{"name":"a.md","content":""}`)
+	if e := empty["items"].([]any)[0].(map[string]any); code != http.StatusAccepted || e["unparsable"] != "empty file (0 bytes)" {
+		t.Fatalf("empty file: %d %v", code, empty)
+	}
 	for _, tc := range []struct{ body, field string }{
 		{`{"name":"tool.exe","content":"MZ"}`, "name"},
 		{`{"name":"../etc/passwd.md","content":"x"}`, "name"},
-		{`{"name":"a.md","content":""}`, "content"},
 		{`{"name":"a.md","content":"x","contentBase64":"eA=="}`, "content"},
 		{`{"name":"a.md","contentBase64":"%%%"}`, "contentBase64"},
 	} {

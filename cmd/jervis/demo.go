@@ -9,6 +9,7 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
 )
 
@@ -30,18 +31,16 @@ func (a *app) loadDemo(ctx context.Context, st store.Store) error {
 		return nil
 	}
 	start := time.Now()
-	var entries []entry
+	if _, err := st.PutClient(ctx, store.Client{ID: DemoClient, Name: DemoClient}); err != nil {
+		return err
+	}
+	im := &importer{st: st, client: DemoClient, connection: "demo", bar: a.progress(0, "demo")}
 	for _, dir := range []string{"email", "jira", "confluence"} {
-		es, err := fsEntries(deploy.Demo(), dir)
-		if err != nil {
-			return err
+		if err := filedrop.WalkFS(deploy.Demo(), dir, im.file(ctx)); err != nil {
+			return fmt.Errorf("demo corpus: %w", err)
 		}
-		entries = append(entries, es...)
 	}
-	sum, err := a.importEntries(ctx, st, DemoClient, "demo", entries, false)
-	if err != nil {
-		return fmt.Errorf("demo corpus: %w", err)
-	}
+	sum := im.sum
 	commits, err := a.demoGit(ctx, st)
 	if err != nil {
 		return fmt.Errorf("demo git history: %w", err)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	gogit "github.com/go-git/go-git/v5"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -19,13 +20,15 @@ import (
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/git"
 )
 
 // importSummary is what an import did.
 type importSummary struct {
-	Files, Skipped, Documents, NewVersions, Unparsable int
-	DataTasks, LinkTasks                               int64
-	Quarantined                                        int64
+	Files, Skipped, Documents, NewVersions, Unparsable, Unreadable int
+	Repositories, Commits                                          int
+	DataTasks, LinkTasks                                           int64
+	Quarantined                                                    int64
 }
 
 func (a *app) importCommand() *cobra.Command {
@@ -33,10 +36,14 @@ func (a *app) importCommand() *cobra.Command {
 	var noIndex bool
 	cmd := &cobra.Command{
 		Use:   "import --client C PATH...",
-		Short: "Import files (.eml, mbox, Jira/Confluence JSON, storage XHTML, Markdown) and index them",
+		Short: "Import files (.eml, mbox, Jira/Confluence JSON, storage XHTML, Markdown; also in .tar.gz and .gz) and Git repositories or bundles, and index them",
 		Long: `import stores every file under the given paths as source documents of client C,
 then runs the indexers until each is INDEXED (or QUARANTINED with its reason, when it
-could not be parsed). Importing the same files again changes nothing.`,
+could not be parsed). A path is a file, a directory, a tar archive (.tar, .tar.gz,
+.tgz), a gzipped file (x.mbox.gz), a Git repository or a Git bundle (its commits on
+every branch). An empty or unreadable file is stored and quarantined with its reason;
+import goes on, and fails only when nothing could be stored. Importing the same files
+again changes nothing.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			if client == "" {
@@ -54,11 +61,21 @@ could not be parsed). Importing the same files again changes nothing.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "imported %d files into %s: %d documents (%d new versions, %d unchanged), %d unparsable, %d skipped (unsupported type)\n",
+			fmt.Fprintf(a.stdout, "imported %d files into %s: %d documents (%d new versions, %d unchanged), %d unparsable, %d skipped (unsupported type)",
 				sum.Files, client, sum.Documents, sum.NewVersions, sum.Documents-sum.NewVersions, sum.Unparsable, sum.Skipped)
+			if sum.Unreadable > 0 {
+				fmt.Fprintf(a.stdout, ", %d unreadable", sum.Unreadable)
+			}
+			if sum.Repositories > 0 {
+				fmt.Fprintf(a.stdout, "; %d Git repositories: %d commits and branches", sum.Repositories, sum.Commits)
+			}
+			fmt.Fprintln(a.stdout)
 			if !noIndex {
 				fmt.Fprintf(a.stdout, "indexed: %d new DATA_PROCESSING and %d new LINK_PROCESSING tasks; %d documents quarantined in total (see jervis status)\n",
 					sum.DataTasks, sum.LinkTasks, sum.Quarantined)
+			}
+			if sum.Documents == 0 {
+				return fmt.Errorf("nothing could be stored from %s (%d files, %d of an unsupported type)", strings.Join(paths, ", "), sum.Files, sum.Skipped)
 			}
 			return nil
 		},
@@ -68,111 +85,170 @@ could not be parsed). Importing the same files again changes nothing.`,
 	return cmd
 }
 
-// entry is one file to import: its name (relative to what was imported,
-// used as the external ID of text files) and how to read it.
-type entry struct {
-	name string
-	read func() ([]byte, error)
+// importer stores what a walk visits as documents of one client: parse,
+// stamp, store, or store with the reason it could not be parsed or read.
+type importer struct {
+	st                 store.Store
+	client, connection string
+	// transform, when set, rewrites a file's content before it is parsed
+	// (jervis eval strips the links it measures against).
+	transform func(name string, raw []byte) []byte
+	bar       *progressbar.ProgressBar
+	sum       importSummary
 }
 
-// importPaths stores the files under paths, then (with index) runs the
-// indexers until no document is waiting.
-func (a *app) importPaths(ctx context.Context, st store.Store, client string, paths []string, index bool) (importSummary, error) {
-	var entries []entry
-	for _, root := range paths {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if path != root && strings.HasPrefix(d.Name(), ".") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if strings.HasPrefix(d.Name(), ".") {
-				return nil
-			}
-			name := path
-			if rel, err := filepath.Rel(root, path); err == nil && rel != "." {
-				name = rel
-			}
-			entries = append(entries, entry{name: name, read: func() ([]byte, error) { return os.ReadFile(path) }})
+// file stores one file visited by filedrop.Walk.
+func (im *importer) file(ctx context.Context) filedrop.VisitFunc {
+	return func(name string, raw []byte, err error) error {
+		im.sum.Files++
+		im.bar.Add(1)
+		var docs []store.Document
+		switch {
+		case err != nil && (filedrop.Supported(name) || filedrop.Archive(name)):
+			im.sum.Unreadable++
+			docs = []store.Document{filedrop.Unreadable(name, err)}
+		case !filedrop.Supported(name):
+			im.sum.Skipped++
 			return nil
-		})
+		default:
+			if im.transform != nil {
+				raw = im.transform(name, raw)
+			}
+			docs, _ = filedrop.Parse(name, raw)
+		}
+		return im.put(ctx, name, docs)
+	}
+}
+
+func (im *importer) put(ctx context.Context, name string, docs []store.Document) error {
+	for _, d := range docs {
+		d.Client, d.Connection = im.client, im.connection
+		if _, bad := d.Normalized.Metadata[store.MetaParseError]; bad {
+			im.sum.Unparsable++
+		}
+		_, created, err := im.st.PutDocument(ctx, d)
 		if err != nil {
-			return importSummary{}, err
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		im.sum.Documents++
+		if created {
+			im.sum.NewVersions++
 		}
 	}
-	return a.importEntries(ctx, st, client, "import", entries, index)
+	return nil
 }
 
-// fsEntries lists the files of fsys under dir.
-func fsEntries(fsys fs.FS, dir string) ([]entry, error) {
-	var entries []entry
-	err := fs.WalkDir(fsys, dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+// repository stores the commits and branches of a Git repository or
+// bundle through the git source, cloned under the data directory.
+func (im *importer) repository(ctx context.Context, path, dataDir string) error {
+	abs, _ := filepath.Abs(path)
+	src, err := git.New(git.Config{URL: abs, Dir: filepath.Join(dataDir, "git", "import-"+store.HashID([]byte(abs))[7:])})
+	if err != nil {
+		return err
+	}
+	im.sum.Repositories++
+	for cursor := ""; ; {
+		b, err := src.Poll(ctx, cursor)
+		if err != nil {
 			return err
 		}
-		entries = append(entries, entry{name: path, read: func() ([]byte, error) { return fs.ReadFile(fsys, path) }})
-		return nil
-	})
-	return entries, err
+		im.sum.Commits += len(b.Documents)
+		im.bar.Add(len(b.Documents))
+		if err := im.put(ctx, path, b.Documents); err != nil {
+			return err
+		}
+		if cursor = b.Cursor; !b.More {
+			return nil
+		}
+	}
 }
 
-func (a *app) importEntries(ctx context.Context, st store.Store, client, connection string, entries []entry, index bool) (importSummary, error) {
-	var sum importSummary
-	if _, err := st.PutClient(ctx, store.Client{ID: client, Name: client}); err != nil {
-		return sum, err
+// isRepository reports whether path is a Git repository (a work tree or a
+// bare one) or a Git bundle.
+func isRepository(path string) bool {
+	if git.IsBundle(path) {
+		return true
 	}
-	before, err := st.Stats(ctx)
+	if info, err := os.Stat(path); err != nil || !info.IsDir() {
+		return false
+	}
+	_, err := gogit.PlainOpen(path)
+	return err == nil
+}
+
+// importPaths stores the files and repositories under paths, then (with
+// index) runs the indexers until no document is waiting. A path that
+// cannot be read is reported and the others are imported.
+func (a *app) importPaths(ctx context.Context, st store.Store, client string, paths []string, index bool) (importSummary, error) {
+	return a.importWith(ctx, &importer{st: st, client: client, connection: "import"}, paths, index)
+}
+
+func (a *app) importWith(ctx context.Context, im *importer, paths []string, index bool) (importSummary, error) {
+	if _, err := im.st.PutClient(ctx, store.Client{ID: im.client, Name: im.client}); err != nil {
+		return im.sum, err
+	}
+	before, err := im.st.Stats(ctx)
 	if err != nil {
-		return sum, err
+		return im.sum, err
 	}
-	bar := a.progress(len(entries), "storing")
-	for _, e := range entries {
-		sum.Files++
-		raw, err := e.read()
-		if err != nil {
-			return sum, err
+	im.bar = a.progress(countFiles(paths), "storing")
+	for _, p := range paths {
+		if isRepository(p) {
+			err = im.repository(ctx, p, a.cfg.DataDir)
+		} else {
+			err = filedrop.Walk(p, im.file(ctx))
 		}
-		docs, err := filedrop.Parse(e.name, raw)
-		if errors.Is(err, filedrop.ErrUnsupported) {
-			sum.Skipped++
-			bar.Add(1)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			fmt.Fprintf(a.stderr, "jervis: %s: %v (skipped)\n", p, err)
 			continue
 		}
-		for _, d := range docs {
-			d.Client, d.Connection = client, connection
-			if _, bad := d.Normalized.Metadata[store.MetaParseError]; bad {
-				sum.Unparsable++
-			}
-			_, created, err := st.PutDocument(ctx, d)
-			if err != nil {
-				return sum, fmt.Errorf("%s: %w", e.name, err)
-			}
-			sum.Documents++
-			if created {
-				sum.NewVersions++
-			}
+		if err != nil {
+			return im.sum, err
 		}
-		bar.Add(1)
 	}
-	bar.Finish()
+	im.bar.Finish()
 	if !index {
-		return sum, nil
+		return im.sum, nil
 	}
-	if err := a.indexAll(ctx, st); err != nil {
-		return sum, err
+	if err := a.indexAll(ctx, im.st); err != nil {
+		return im.sum, err
 	}
-	after, err := st.Stats(ctx)
+	after, err := im.st.Stats(ctx)
 	if err != nil {
-		return sum, err
+		return im.sum, err
 	}
-	sum.DataTasks = after.TasksByKind[string(store.KindData)]["NEW"] - before.TasksByKind[string(store.KindData)]["NEW"]
-	sum.LinkTasks = after.TasksByKind[string(store.KindLink)]["NEW"] - before.TasksByKind[string(store.KindLink)]["NEW"]
-	sum.Quarantined = after.Documents[string(store.DocQuarantined)]
-	return sum, nil
+	im.sum.DataTasks = after.TasksByKind[string(store.KindData)]["NEW"] - before.TasksByKind[string(store.KindData)]["NEW"]
+	im.sum.LinkTasks = after.TasksByKind[string(store.KindLink)]["NEW"] - before.TasksByKind[string(store.KindLink)]["NEW"]
+	im.sum.Quarantined = after.Documents[string(store.DocQuarantined)]
+	return im.sum, nil
+}
+
+// countFiles counts the files under paths for the progress bar; -1 (a
+// spinner) when an archive or a repository makes the number unknown.
+func countFiles(paths []string) int {
+	n, unknown := 0, false
+	for _, root := range paths {
+		if isRepository(root) {
+			return -1
+		}
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+			case d.IsDir() && p != root && strings.HasPrefix(d.Name(), "."):
+				return filepath.SkipDir
+			case filedrop.Archive(p):
+				unknown = true
+				return fs.SkipAll
+			case !d.IsDir():
+				n++
+			}
+			return nil
+		})
+	}
+	if unknown {
+		return -1
+	}
+	return n
 }
 
 // indexAll runs the indexer loop until no document is NEW or INDEXING.

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -29,7 +32,7 @@ func TestImportStoresIndexesAndIsIdempotent(t *testing.T) {
 	copyInto(t, in,
 		"../../pollers/email/testdata/good/alternative.eml", "../../pollers/email/testdata/good/reply.eml",
 		"../../pollers/email/testdata/good/html-only.eml", "../../pollers/email/testdata/bad/binary.eml",
-		"../../pollers/email/testdata/bad/truncated.eml", "../../pollers/jira/testdata/search_v2.json",
+		"../../pollers/email/testdata/degraded/truncated.eml", "../../pollers/jira/testdata/search_v2.json",
 		"../../pollers/jira/testdata/bad_fields.json", "../../pollers/confluence/testdata/page.json",
 		"../../pollers/filedrop/testdata/thread.mbox", "../../pollers/filedrop/testdata/freeze.md")
 	os.WriteFile(filepath.Join(in, "logo.png"), []byte{0x89, 'P', 'N', 'G'}, 0o644)
@@ -38,20 +41,21 @@ func TestImportStoresIndexesAndIsIdempotent(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	// 3 good + 2 bad emails, 2 + 5 Jira issues (4 bad), 1 page, 2 mbox messages, 1 note.
-	if !strings.Contains(out, "imported 11 files into acme: 16 documents (16 new versions, 0 unchanged), 6 unparsable, 1 skipped") {
+	// 3 good + 1 bad emails and 1 kept with a warning (truncated), 2 + 5 Jira
+	// issues (4 bad), 1 page, 2 mbox messages, 1 note.
+	if !strings.Contains(out, "imported 11 files into acme: 16 documents (16 new versions, 0 unchanged), 5 unparsable, 1 skipped") {
 		t.Fatalf("summary:\n%s", out)
 	}
 	_, statusOut, _ := runCLI(t, nil, "status", "--json", "--data", data)
 	var st store.Stats
 	json.Unmarshal([]byte(statusOut), &st)
-	if st.Documents["INDEXED"] != 10 || st.Documents["QUARANTINED"] != 6 || st.Documents["NEW"] != 0 ||
-		st.TasksByKind["DATA_PROCESSING"]["NEW"] != 10 || st.TasksByKind["LINK_PROCESSING"]["NEW"] < 5 {
+	if st.Documents["INDEXED"] != 11 || st.Documents["QUARANTINED"] != 5 || st.Documents["NEW"] != 0 || st.Degraded != 1 ||
+		st.TasksByKind["DATA_PROCESSING"]["NEW"] != 11 || st.TasksByKind["LINK_PROCESSING"]["NEW"] < 5 {
 		t.Fatalf("after import: %s", statusOut)
 	}
 
 	_, qOut, _ := runCLI(t, nil, "status", "--quarantined", "--data", data)
-	for _, want := range []string{"malformed_input", "not an email message", "unexpected EOF", "OPS-22", "missing fields"} {
+	for _, want := range []string{"malformed_input", "not an email message", "unexpected EOF", "OPS-22", "missing fields", "KEPT WITH WARNINGS", "trunc@acme.test"} {
 		if !strings.Contains(qOut, want) {
 			t.Errorf("quarantine list lacks %q:\n%s", want, qOut)
 		}
@@ -66,5 +70,71 @@ func TestImportStoresIndexesAndIsIdempotent(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, nil, "import", "--data", data, in); code == 0 || !strings.Contains(errOut, "--client") {
 		t.Fatalf("no client: %d %s", code, errOut)
+	}
+}
+
+// One empty or unreadable file never aborts an import: it is stored and
+// quarantined with its reason, and everything after it is imported. Tar
+// archives, gzipped files and Git repositories import like directories.
+// Import fails only when nothing at all could be stored.
+func TestImportKeepsGoingPastBadFiles(t *testing.T) {
+	t.Parallel()
+	data, in := t.TempDir(), t.TempDir()
+	copyInto(t, in, "../../pollers/email/testdata/good/alternative.eml")
+	os.WriteFile(filepath.Join(in, "a-empty.eml"), nil, 0o644)
+	os.WriteFile(filepath.Join(in, "b-blank.json"), []byte(" \n"), 0o644)
+	os.WriteFile(filepath.Join(in, "c-broken.tar.gz"), []byte{0x1f, 0x8b, 8, 0, 0, 0}, 0o644)
+	jira, _ := os.ReadFile("../../pollers/jira/testdata/search_v2.json")
+	writeTarGz(t, filepath.Join(in, "d-issues.tar.gz"), map[string][]byte{"export/issues.json": jira})
+	mbox, _ := os.ReadFile("../../pollers/filedrop/testdata/thread.mbox")
+	writeGz(t, filepath.Join(in, "e-list.mbox.gz"), mbox)
+
+	code, out, errOut := runCLI(t, nil, "import", "--data", data, "--client", "acme", in)
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	// The email, 2 empty files, 1 unreadable archive, 2 issues, 2 mbox messages.
+	if !strings.Contains(out, "imported 6 files into acme: 8 documents (8 new versions, 0 unchanged), 3 unparsable, 0 skipped (unsupported type), 1 unreadable") {
+		t.Fatalf("summary:\n%s", out)
+	}
+	_, qOut, _ := runCLI(t, nil, "status", "--quarantined", "--data", data)
+	for _, want := range []string{"a-empty.eml", "empty file (0 bytes)", "b-blank.json", "empty file (2 bytes)", "c-broken.tar.gz", "unreadable: gzip"} {
+		if !strings.Contains(qOut, want) {
+			t.Errorf("quarantine list lacks %q:\n%s", want, qOut)
+		}
+	}
+
+	// Nothing storable: a non-zero exit that says so.
+	only := t.TempDir()
+	os.WriteFile(filepath.Join(only, "logo.png"), []byte{0x89, 'P', 'N', 'G'}, 0o644)
+	if code, _, errOut := runCLI(t, nil, "import", "--data", t.TempDir(), "--client", "acme", only); code == 0 || !strings.Contains(errOut, "nothing could be stored") {
+		t.Fatalf("nothing storable: exit %d, %s", code, errOut)
+	}
+}
+
+func writeGz(t *testing.T, path string, content []byte) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write(content)
+	zw.Close()
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeTarGz(t *testing.T, path string, files map[string][]byte) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	tw := tar.NewWriter(zw)
+	for name, content := range files {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
+		tw.Write(content)
+	}
+	tw.Close()
+	zw.Close()
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

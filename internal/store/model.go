@@ -60,12 +60,13 @@ const MetaParseError = "parseError"
 // Unparsable returns the document of an item a poller could not parse: its
 // raw bytes, whatever title it could read, and the reason, which makes the
 // indexers quarantine it. An externalID that is empty or longer than 255
-// bytes is replaced by a hash of raw.
+// bytes is replaced by a hash of raw. raw may be empty (an empty or
+// unreadable file): the content hash is set, so it can still be stored.
 func Unparsable(source SourceType, externalID, title string, raw []byte, reason error) Document {
 	if externalID == "" || len(externalID) > 255 {
 		externalID = HashID(raw)
 	}
-	return Document{SourceType: source, ExternalID: externalID, Raw: raw,
+	return Document{SourceType: source, ExternalID: externalID, Raw: raw, ContentHash: ContentHash(raw),
 		Normalized: Normalized{Title: title, Metadata: map[string]any{MetaParseError: reason.Error()}}}
 }
 

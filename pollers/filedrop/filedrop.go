@@ -1,11 +1,14 @@
 // Package filedrop imports files: .eml messages, mbox mailboxes, Jira REST
 // JSON (one issue, a search response, or an array of issues), Confluence
 // REST JSON or storage-format XHTML, and Markdown or plain text. Parse turns
-// one file into documents; Source watches a directory as a connection.
+// one file into documents; Walk lists the files of a directory, a tar
+// archive (.tar, .tar.gz, .tgz) or a gzipped file (x.mbox.gz); Source
+// watches a directory as a connection.
 //
-// A file that cannot be parsed still becomes a document (raw bytes kept,
-// store.MetaParseError set) and is quarantined by the indexers; a file of a
-// type filedrop does not know is skipped (ErrUnsupported).
+// A file that cannot be parsed — an empty one, one that cannot be read —
+// still becomes a document (raw bytes kept, store.MetaParseError set) and
+// is quarantined by the indexers with its reason; a file of a type filedrop
+// does not know is skipped (ErrUnsupported).
 package filedrop
 
 import (
@@ -39,8 +42,14 @@ const MaxFileBytes = email.MaxBytes
 // the external ID of text files) with content raw into documents.
 func Parse(name string, raw []byte) ([]store.Document, error) {
 	ext := strings.ToLower(filepath.Ext(name))
+	if !Supported(name) {
+		return nil, fmt.Errorf("%w: %s", ErrUnsupported, name)
+	}
 	if len(raw) > MaxFileBytes {
 		return []store.Document{tooLarge(name, raw, ext)}, nil
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return []store.Document{unparsable(name, raw, sourceOf(ext), fmt.Errorf("empty file (%d bytes)", len(raw)))}, nil
 	}
 	switch ext {
 	case ".eml":
@@ -63,6 +72,29 @@ func Parse(name string, raw []byte) ([]store.Document, error) {
 		return []store.Document{confluence.StorageDocument(title, raw)}, nil
 	}
 	return nil, fmt.Errorf("%w: %s", ErrUnsupported, name)
+}
+
+// extensions are the file types Parse reads.
+var extensions = []string{".eml", ".mbox", ".md", ".markdown", ".txt", ".json", ".xhtml", ".html", ".htm"}
+
+// Supported reports whether Parse reads files named like name.
+func Supported(name string) bool {
+	return slices.Contains(extensions, strings.ToLower(filepath.Ext(name)))
+}
+
+// Unreadable is the document of a file that could not be read (a
+// permission, an I/O error, a broken archive member): stored with the
+// reason, to be quarantined, so that it is listed rather than lost.
+func Unreadable(name string, err error) store.Document {
+	return unparsable(name, nil, sourceOf(strings.ToLower(filepath.Ext(name))), fmt.Errorf("unreadable: %w", err))
+}
+
+// sourceOf is the source type a file of this extension most likely holds.
+func sourceOf(ext string) store.SourceType {
+	if ext == ".eml" || ext == ".mbox" {
+		return store.SourceEmail
+	}
+	return store.SourceFile
 }
 
 func message(raw []byte) store.Document {
@@ -206,14 +238,16 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 			batch.More = true
 			break
 		}
-		raw, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f.Path)))
-		if err != nil {
-			return batch, fmt.Errorf("filedrop: %w", err)
+		var docs []store.Document
+		raw, err := readFile(filepath.Join(s.dir, filepath.FromSlash(f.Path)))
+		switch {
+		case !Supported(f.Path):
+		case err != nil: // kept and quarantined with the reason, never retried forever
+			docs = []store.Document{Unreadable(f.Path, err)}
+		default:
+			docs, _ = Parse(f.Path, raw)
 		}
-		docs, err := Parse(f.Path, raw)
-		if err == nil {
-			batch.Documents = append(batch.Documents, docs...)
-		}
+		batch.Documents = append(batch.Documents, docs...)
 		c, _ := json.Marshal(f.cursor)
 		batch.Cursor = string(c)
 	}

@@ -1,8 +1,12 @@
 package filedrop_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,6 +81,55 @@ func TestParseBadFiles(t *testing.T) {
 	if _, err := filedrop.Parse("image.png", bin); !errors.Is(err, filedrop.ErrUnsupported) {
 		t.Fatalf("png: %v", err)
 	}
+	// Empty files of every type, and files that could not be read, are
+	// documents with the reason, named by the file.
+	for _, name := range []string{"a.eml", "b.mbox", "c.json", "d.md", "e.html"} {
+		docs, err := filedrop.Parse(name, []byte("\n "))
+		if err != nil || len(docs) != 1 || docs[0].ExternalID != name || reason(docs[0]) != "empty file (2 bytes)" {
+			t.Errorf("empty %s: %v %+v", name, err, docs)
+		}
+	}
+	u := filedrop.Unreadable("x/y.eml", errors.New("permission denied"))
+	if u.ExternalID != "x/y.eml" || u.SourceType != store.SourceEmail || reason(u) != "unreadable: permission denied" || u.ContentHash == "" {
+		t.Fatalf("unreadable: %+v", u)
+	}
+}
+
+// Walk reads a directory, a tar archive's members and a gzipped file's
+// content; a broken archive is visited with its error.
+func TestWalk(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "sub", ".git"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sub", "note.md"), []byte("# Note"), 0o644)
+	os.WriteFile(filepath.Join(dir, "sub", ".git", "config"), []byte("x"), 0o644)
+	var tgz, gz bytes.Buffer
+	zw := gzip.NewWriter(&tgz)
+	tw := tar.NewWriter(zw)
+	for name, body := range map[string]string{"p/a.json": "{}", "p/._a.json": "mac junk"} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	zw.Close()
+	os.WriteFile(filepath.Join(dir, "issues.tar.gz"), tgz.Bytes(), 0o644)
+	zw = gzip.NewWriter(&gz)
+	zw.Write([]byte("From x\n"))
+	zw.Close()
+	os.WriteFile(filepath.Join(dir, "list.mbox.gz"), gz.Bytes(), 0o644)
+	os.WriteFile(filepath.Join(dir, "cut.tgz"), tgz.Bytes()[:30], 0o644)
+	got := map[string]string{}
+	err := filedrop.Walk(dir, func(name string, raw []byte, err error) error {
+		got[filepath.ToSlash(name)] = string(raw)
+		if err != nil {
+			got[filepath.ToSlash(name)] = "error"
+		}
+		return nil
+	})
+	want := map[string]string{"sub/note.md": "# Note", "p/a.json": "{}", "list.mbox": "From x\n", "cut.tgz": "error"}
+	if err != nil || !maps.Equal(got, want) {
+		t.Fatalf("walk: %v %q, want %q", err, got, want)
+	}
 }
 
 func TestSourcePagesAndPicksUpChanges(t *testing.T) {
@@ -129,6 +182,13 @@ func TestSourcePagesAndPicksUpChanges(t *testing.T) {
 	b, _ = src.Poll(context.Background(), cursor)
 	if len(b.Documents) != 1 || b.Documents[0].ExternalID != "b.md" || !strings.Contains(b.Documents[0].Normalized.Body, "changed") {
 		t.Fatalf("changed file: %+v", b.Documents)
+	}
+	// An empty file dropped in is stored, to be quarantined with its reason,
+	// not dropped.
+	write("empty.eml", "", time.Now().Add(time.Second))
+	b, _ = src.Poll(context.Background(), b.Cursor)
+	if len(b.Documents) != 1 || b.Documents[0].ExternalID != "empty.eml" || reason(b.Documents[0]) != "empty file (0 bytes)" {
+		t.Fatalf("empty file: %+v", b.Documents)
 	}
 	if _, err := filedrop.New(filepath.Join(dir, "missing"), 0); err == nil {
 		t.Fatal("missing dir accepted")

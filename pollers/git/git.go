@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -56,16 +57,67 @@ func New(cfg Config) (*Source, error) {
 	return &Source{cfg: cfg}, nil
 }
 
-var issueKey = regexp.MustCompile(`\b[A-Z][A-Z0-9]{1,9}-[0-9]{1,7}\b`)
+var (
+	issueKey = regexp.MustCompile(`\b[A-Z][A-Z0-9]{1,9}-[0-9]{1,7}\b`)
+	// A merge names the branch it merges, and branches are often named
+	// after their issue in lower case: "Merge pull request #252 from
+	// owner/timob-23941", "Merge branch 'ops-12-fix' into main".
+	mergedBranch = regexp.MustCompile(`(?m)^Merge (?:pull request #[0-9]+ from [^/\s]+/|(?:remote-tracking )?branch '|branch ")([^\s'"]+)`)
+	branchKey    = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])([a-z][a-z]{1,9})[-_]([0-9]{1,7})(?:[^0-9]|$)`)
+)
+
+// IssueKeys returns the issue keys a commit message cites (OPS-12), and
+// those in the name of the branch a merge commit merges, in any case
+// (timob-23941 → TIMOB-23941), sorted, without repeats.
+func IssueKeys(message string) []string {
+	keys := issueKey.FindAllString(message, 50)
+	for _, m := range mergedBranch.FindAllStringSubmatch(message, 5) {
+		for _, k := range branchKey.FindAllStringSubmatch(m[1], 5) {
+			keys = append(keys, strings.ToUpper(k[1])+"-"+k[2])
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// remote is the URL to clone and fetch from: the configured one, or for a
+// Git bundle file the repository it is unbundled into (again whenever the
+// file changes), beside the clone.
+func (s *Source) remote() (string, error) {
+	if !IsBundle(s.cfg.URL) {
+		return s.cfg.URL, nil
+	}
+	info, err := os.Stat(s.cfg.URL)
+	if err != nil {
+		return "", fmt.Errorf("git: %w", err)
+	}
+	dir := strings.TrimRight(s.cfg.Dir, `/\`) + ".unbundled"
+	stamp := fmt.Sprintf("%d %d", info.Size(), info.ModTime().UnixNano())
+	marker := filepath.Join(dir, "jervis-bundle")
+	if b, err := os.ReadFile(marker); err == nil && string(b) == stamp {
+		return dir, nil
+	}
+	if err := Unbundle(s.cfg.URL, dir); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(marker, []byte(stamp), 0o640); err != nil {
+		return "", fmt.Errorf("git: %w", err)
+	}
+	return dir, nil
+}
 
 // open clones the repository on first use and fetches it afterwards.
 func (s *Source) open(ctx context.Context) (*gogit.Repository, error) {
+	url, err := s.remote()
+	if err != nil {
+		return nil, err
+	}
 	repo, err := gogit.PlainOpen(s.cfg.Dir)
 	if errors.Is(err, gogit.ErrRepositoryNotExists) {
 		if err := os.MkdirAll(s.cfg.Dir, 0o750); err != nil {
 			return nil, fmt.Errorf("git: %w", err)
 		}
-		repo, err = gogit.PlainCloneContext(ctx, s.cfg.Dir, true, &gogit.CloneOptions{URL: s.cfg.URL, NoCheckout: true, Tags: gogit.NoTags})
+		repo, err = gogit.PlainCloneContext(ctx, s.cfg.Dir, true, &gogit.CloneOptions{URL: url, NoCheckout: true, Tags: gogit.NoTags})
 		if err != nil {
 			os.RemoveAll(s.cfg.Dir)
 			return nil, fmt.Errorf("git: clone %s: %w", s.cfg.URL, err)
@@ -74,7 +126,7 @@ func (s *Source) open(ctx context.Context) (*gogit.Repository, error) {
 		return nil, fmt.Errorf("git: open %s: %w", s.cfg.Dir, err)
 	}
 	// Every branch of the remote as a local branch (a clone has HEAD's only).
-	err = repo.FetchContext(ctx, &gogit.FetchOptions{RefSpecs: []config.RefSpec{"+refs/heads/*:refs/heads/*"}, Tags: gogit.NoTags, Force: true})
+	err = repo.FetchContext(ctx, &gogit.FetchOptions{RemoteURL: url, RefSpecs: []config.RefSpec{"+refs/heads/*:refs/heads/*"}, Tags: gogit.NoTags, Force: true})
 	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 		return nil, fmt.Errorf("git: fetch %s: %w", s.cfg.URL, err)
 	}
@@ -251,9 +303,8 @@ func document(c *object.Commit) (store.Document, error) {
 	if len(files) > 0 {
 		meta["files"] = files
 	}
-	if keys := issueKey.FindAllString(c.Message, 50); len(keys) > 0 {
-		slices.Sort(keys)
-		meta["issueKeys"] = slices.Compact(keys)
+	if keys := IssueKeys(c.Message); len(keys) > 0 {
+		meta["issueKeys"] = keys
 	}
 	body := strings.TrimSpace(c.Message)
 	if listing.Len() > 0 {

@@ -1,7 +1,10 @@
 package git_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +13,7 @@ import (
 
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/jervis-dev/jervis/pollers"
@@ -153,3 +157,79 @@ func TestCommitDocument(t *testing.T) {
 }
 
 var _ pollers.Source = (*git.Source)(nil)
+
+func TestIssueKeys(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string][]string{
+		"[TIMOB-23448] Set Node 4.X as minimum":                               {"TIMOB-23448"},
+		"Merge pull request #252 from appcelerator/timob-23941":               {"TIMOB-23941"},
+		"Merge pull request #9 from appcelerator/timob-18826_4_0_X\n\nFix it": {"TIMOB-18826"},
+		"Merge branch 'ops-12-retry' into main":                               {"OPS-12"},
+		"Fix utf-8 handling, see OPS-3 and OPS-3":                             {"OPS-3"},
+		"chore: bump dependencies":                                            nil,
+		"Merge pull request #5 from someone/hookfix":                          nil,
+	} {
+		if got := git.IssueKeys(msg); !slices.Equal(got, want) {
+			t.Errorf("IssueKeys(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}
+
+// A Git bundle (what `git bundle create --all` writes) is polled like a
+// repository: its branches, every commit once; a newer bundle in its place
+// brings the new commits.
+func TestBundleIsPolledLikeARepository(t *testing.T) {
+	t.Parallel()
+	r := newRepo(t)
+	r.commit("README.md", "Initial commit", 0)
+	r.checkout("feature", true)
+	r.commit("feature.go", "Add cropper downscaling (WEB-210)", 5)
+	r.checkout("master", false)
+	r.commit("deploy.sh", "Fix deploy script, fixes OPS-12", 10)
+	bundle := filepath.Join(t.TempDir(), "repo.bundle")
+	writeBundle(t, r.r, bundle)
+
+	src, err := git.New(git.Config{URL: bundle, Dir: filepath.Join(t.TempDir(), "clone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	titles, cursor := poll(t, src, "")
+	want := []string{"Initial commit", "Add cropper downscaling (WEB-210)", "branch feature", "Fix deploy script, fixes OPS-12", "branch master"}
+	if !slices.Equal(titles, want) {
+		t.Fatalf("from the bundle:\n got %q\nwant %q", titles, want)
+	}
+	r.commit("more.txt", "Tune alerts for OPS-14", 21)
+	writeBundle(t, r.r, bundle)
+	os.Chtimes(bundle, time.Now().Add(time.Minute), time.Now().Add(time.Minute))
+	if titles, _ = poll(t, src, cursor); !slices.Equal(titles, []string{"Tune alerts for OPS-14", "branch master"}) {
+		t.Fatalf("newer bundle: %q", titles)
+	}
+	if err := git.Unbundle(filepath.Join("git_test.go"), t.TempDir()); !errors.Is(err, git.ErrNotBundle) {
+		t.Fatalf("not a bundle: %v", err)
+	}
+}
+
+// writeBundle writes a v2 bundle of every branch of repo: the header with
+// the references, then a packfile of all objects.
+func writeBundle(t *testing.T, repo *gogit.Repository, path string) {
+	t.Helper()
+	var b bytes.Buffer
+	b.WriteString("# v2 git bundle\n")
+	refs, _ := repo.References()
+	refs.ForEach(func(ref *plumbing.Reference) error {
+		if ref.Name().IsBranch() {
+			fmt.Fprintf(&b, "%s %s\n", ref.Hash(), ref.Name())
+		}
+		return nil
+	})
+	b.WriteString("\n")
+	var hashes []plumbing.Hash
+	objs, _ := repo.Storer.IterEncodedObjects(plumbing.AnyObject)
+	objs.ForEach(func(o plumbing.EncodedObject) error { hashes = append(hashes, o.Hash()); return nil })
+	if _, err := packfile.NewEncoder(&b, repo.Storer, false).Encode(hashes, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -191,7 +191,7 @@ func Structure(d store.Document) kb.IngestRequest {
 		}
 		fixed := map[string]bool{}
 		for _, mm := range fixesRE.FindAllStringSubmatch(d.Normalized.Body, -1) {
-			fixed[mm[1]] = true
+			fixed[strings.ToUpper(mm[1])] = true
 		}
 		for _, k := range strs(m["issueKeys"]) {
 			edge := "mentions"
