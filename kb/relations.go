@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 
@@ -48,12 +49,19 @@ var (
 	// a|EDGE|b
 	pipeRE     = regexp.MustCompile(`([^\s|]+)\s*\|\s*(` + edgeTypeExpr + `)\s*\|\s*([^\s|]+)`)
 	edgeTypeRE = regexp.MustCompile(`^` + edgeTypeExpr + `$`)
+	// the namespace of a ref written in relationship syntax
+	syntaxNamespace = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,31}$`)
 	// type:id mentions: a lower-case namespace and a value starting with a
 	// letter or digit and running to the next space, quote, bracket,
 	// comma, semicolon or pipe (ids such as message ids carry $, = and %);
 	// trailing punctuation is trimmed by mentionValue.
 	mentionRE = regexp.MustCompile(`(?:^|[^\w:/.@-])([a-z][a-z0-9_]{1,31}):([\p{L}\p{N}][^\s"'` + "`" + `<>()\[\]{},;|]*)`)
 )
+
+func startsWithWord(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsLetter(r) || unicode.IsNumber(r)
+}
 
 // mentionValue trims what cannot end an id (sentence punctuation) from a
 // mention's value.
@@ -141,7 +149,14 @@ func endpoint(raw string, main Ref) (string, bool) {
 	if raw == "" {
 		return "", false
 	}
-	if strings.Contains(raw, ":") {
+	if ns, val, ok := strings.Cut(raw, ":"); ok {
+		// A namespace is a word and a value starts with a letter or digit:
+		// "2016-04-20T11:22" in a log line, "fs.js:12" in a stack trace or
+		// "C:\temp" in a table row are not refs.
+		val = strings.TrimPrefix(val, ":")
+		if !syntaxNamespace.MatchString(ns) || !startsWithWord(val) {
+			return "", false
+		}
 		r, err := ParseRef(raw)
 		return r.String(), err == nil
 	}

@@ -39,6 +39,7 @@ func TestParseRelations(t *testing.T) {
 		{"short-hand", "TASK-123|MENTIONS|user:john\nfile:Service.kt|RELATED_TO|TASK-123",
 			[]string{"jira:task-123|mentions|user:john", "file:service.kt|related_to|jira:task-123"}, nil},
 		{"table row is no relation", "| Name | Role | Team |\nAnn | lead | ops", nil, nil},
+		{"log and table lines are no relations", "|2016-04-20T11:22:33|INFO|fs.js:12|\n| C:\\temp | COPY | D:\\backup |", nil, nil},
 		{"unknown short-hand", "OTHER-9|MENTIONS|user:john", nil, []string{"user:john"}},
 		{"mentions", "Ask person:ann about jira:OPS-7 (see https://x.test/a, mailto:b@x.test, Re: hello at 10:30).",
 			nil, []string{"person:ann", "jira:ops-7"}},

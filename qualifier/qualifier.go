@@ -204,10 +204,15 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 	if p.Context != "" {
 		evidence += ":\n\n" + p.Context
 	}
+	namespaces, err := q.mentionNamespaces(ctx, t.Client)
+	if err != nil {
+		return worker.Result{}, err
+	}
 	res, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
 		Client: t.Client, MainNode: linkRef, Props: map[string]any{"url": p.URL, "verdict": string(verdict)},
 		Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: rules.MainNode(doc)}},
 		SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: "link", ObservedAt: doc.ObservedAt,
+		MentionNamespaces: namespaces,
 	})
 	if err != nil {
 		if isMalformed(err) {
@@ -230,10 +235,6 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 			case err != nil:
 				return worker.Result{}, err // a network failure: retried with backoff
 			default:
-				namespaces, err := q.mentionNamespaces(ctx, t.Client)
-				if err != nil {
-					return worker.Result{}, err
-				}
 				pres, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
 					Client: t.Client, MainNode: linkRef, Props: map[string]any{"title": page.Title, "fetched": true},
 					Content: cmp.Or(page.Title, p.URL) + "\n\n" + page.Text, SourceURN: pageURN, SourceType: "LINK", Kind: "page",

@@ -243,7 +243,7 @@ func TestQualifyKeepsTheDocumentWhenOneRelationCannotBeStored(t *testing.T) {
 		return stored
 	}
 	issue := put(store.Document{SourceType: store.SourceJira, ExternalID: "TIM-2", Raw: []byte("TIM-2"),
-		Normalized: store.Normalized{Title: "TIM-2: Crash on start", Body: "Crashes for order:42. inet addr:10.0.0.1 packets:3", Metadata: map[string]any{
+		Normalized: store.Normalized{Title: "TIM-2: Crash on start", Body: "Crashes for order:42, see https://ci.acme.test/job/7 inet addr:10.0.0.1 packets:3", Metadata: map[string]any{
 			"key": "TIM-2", "assignee": "ann", "issueLinks": []any{
 				map[string]any{"type": "Gantt: start-finish", "direction": "outward", "phrase": "starts after", "key": "TIM-3"},
 				map[string]any{"type": "???", "direction": "outward", "phrase": "??", "key": "TIM-4"},

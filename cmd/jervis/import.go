@@ -90,6 +90,7 @@ again changes nothing.`,
 type importer struct {
 	st                 store.Store
 	client, connection string
+	dataDir            string // where Git repositories are cloned
 	// transform, when set, rewrites a file's content before it is parsed
 	// (jervis eval strips the links it measures against).
 	transform func(name string, raw []byte) []byte
@@ -140,9 +141,9 @@ func (im *importer) put(ctx context.Context, name string, docs []store.Document)
 
 // repository stores the commits and branches of a Git repository or
 // bundle through the git source, cloned under the data directory.
-func (im *importer) repository(ctx context.Context, path, dataDir string) error {
+func (im *importer) repository(ctx context.Context, path string) error {
 	abs, _ := filepath.Abs(path)
-	src, err := git.New(git.Config{URL: abs, Dir: filepath.Join(dataDir, "git", "import-"+store.HashID([]byte(abs))[7:])})
+	src, err := git.New(git.Config{URL: abs, Dir: filepath.Join(im.dataDir, "git", "import-"+store.HashID([]byte(abs))[7:])})
 	if err != nil {
 		return err
 	}
@@ -180,7 +181,7 @@ func isRepository(path string) bool {
 // index) runs the indexers until no document is waiting. A path that
 // cannot be read is reported and the others are imported.
 func (a *app) importPaths(ctx context.Context, st store.Store, client string, paths []string, index bool) (importSummary, error) {
-	return a.importWith(ctx, &importer{st: st, client: client, connection: "import"}, paths, index)
+	return a.importWith(ctx, &importer{st: st, client: client, connection: "import", dataDir: a.cfg.DataDir}, paths, index)
 }
 
 func (a *app) importWith(ctx context.Context, im *importer, paths []string, index bool) (importSummary, error) {
@@ -194,7 +195,7 @@ func (a *app) importWith(ctx context.Context, im *importer, paths []string, inde
 	im.bar = a.progress(countFiles(paths), "storing")
 	for _, p := range paths {
 		if isRepository(p) {
-			err = im.repository(ctx, p, a.cfg.DataDir)
+			err = im.repository(ctx, p)
 		} else {
 			err = filedrop.Walk(p, im.file(ctx))
 		}

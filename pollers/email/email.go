@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -139,14 +140,10 @@ func Parse(raw []byte) (*Message, error) {
 	if d, err := h.Date(); err == nil {
 		m.Date = d.UTC()
 	}
-	if ids, err := h.MsgIDList("In-Reply-To"); err == nil && len(ids) > 0 {
-		m.InReplyTo = validText(ids[0])
+	if ids := msgIDs(h, "In-Reply-To"); len(ids) > 0 {
+		m.InReplyTo = ids[0]
 	}
-	if ids, err := h.MsgIDList("References"); err == nil {
-		for _, id := range ids {
-			m.References = append(m.References, validText(id))
-		}
-	}
+	m.References = msgIDs(h, "References")
 	var plain, html strings.Builder
 	for n := 1; ; n++ {
 		if n > MaxParts {
@@ -337,6 +334,25 @@ func skipMboxLine(raw []byte) []byte {
 		return raw[i+1:]
 	}
 	return raw
+}
+
+var angleID = regexp.MustCompile(`<([^<>\s]+)>`)
+
+// msgIDs reads a list of message IDs; a list the RFC 5322 grammar refuses
+// (commas between the IDs, text around them, as some mailers write) is
+// read as the <...> IDs it contains.
+func msgIDs(h mail.Header, key string) []string {
+	ids, err := h.MsgIDList(key)
+	if err != nil {
+		ids = nil
+		for _, m := range angleID.FindAllStringSubmatch(h.Get(key), -1) {
+			ids = append(ids, m[1])
+		}
+	}
+	for i, id := range ids {
+		ids[i] = validText(id)
+	}
+	return ids
 }
 
 // mediaType returns a part's media type (text/plain when it has none) and

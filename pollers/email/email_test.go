@@ -75,6 +75,11 @@ func TestGoodMessages(t *testing.T) {
 	if m.InReplyTo != "20260303081358.4711@acme.test" || !slices.Equal(m.References, []string{"20260303081358.4711@acme.test"}) {
 		t.Fatalf("thread: %+v", m)
 	}
+	// Outlook writes commas between References IDs: still a thread.
+	m, _, err = parse(t, "testdata/good/references-commas.eml")
+	if err != nil || m.InReplyTo != "second@acme.test" || !slices.Equal(m.References, []string{"first@acme.test", "second@acme.test"}) {
+		t.Fatalf("references with commas: %+v %v", m, err)
+	}
 }
 
 func TestBadMessages(t *testing.T) {

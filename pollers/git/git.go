@@ -209,7 +209,10 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 }
 
 // newCommits returns the commits reachable from head and from none of
-// known, oldest first (by committer time, then hash).
+// known, parents before children, and otherwise oldest first (by committer
+// time, then hash). Committer times are not monotonic in real histories (a
+// rebase, a skewed clock), so time alone could put a commit after a child
+// of it; a page cut at that child would then move the cursor past it.
 func newCommits(ctx context.Context, repo *gogit.Repository, head plumbing.Hash, known []plumbing.Hash) ([]*object.Commit, error) {
 	seen := map[plumbing.Hash]bool{}
 	for _, k := range known {
@@ -236,10 +239,52 @@ func newCommits(ctx context.Context, repo *gogit.Repository, head plumbing.Hash,
 		out = append(out, c)
 		return true
 	})
-	slices.SortFunc(out, func(a, b *object.Commit) int {
+	return topological(out), err
+}
+
+// topological orders commits parents first, picking among the commits
+// whose parents (in the set) are all placed the oldest by committer time,
+// then hash.
+func topological(commits []*object.Commit) []*object.Commit {
+	older := func(a, b *object.Commit) int {
 		return cmp.Or(a.Committer.When.Compare(b.Committer.When), strings.Compare(a.Hash.String(), b.Hash.String()))
-	})
-	return out, err
+	}
+	in := make(map[plumbing.Hash]bool, len(commits))
+	for _, c := range commits {
+		in[c.Hash] = true
+	}
+	waiting := map[plumbing.Hash]int{}               // parents in the set not yet placed
+	children := map[plumbing.Hash][]*object.Commit{} // in the set
+	var ready []*object.Commit
+	for _, c := range commits {
+		for _, p := range c.ParentHashes {
+			if in[p] {
+				waiting[c.Hash]++
+				children[p] = append(children[p], c)
+			}
+		}
+		if waiting[c.Hash] == 0 {
+			ready = append(ready, c)
+		}
+	}
+	out := make([]*object.Commit, 0, len(commits))
+	for len(ready) > 0 {
+		i := 0
+		for j := range ready {
+			if older(ready[j], ready[i]) < 0 {
+				i = j
+			}
+		}
+		c := ready[i]
+		ready = slices.Delete(ready, i, i+1)
+		out = append(out, c)
+		for _, ch := range children[c.Hash] {
+			if waiting[ch.Hash]--; waiting[ch.Hash] == 0 {
+				ready = append(ready, ch)
+			}
+		}
+	}
+	return out
 }
 
 // walk visits commits from start through their parents; visit returns

@@ -233,3 +233,19 @@ func writeBundle(t *testing.T, repo *gogit.Repository, path string) {
 		t.Fatal(err)
 	}
 }
+
+// Committer times are not monotonic in real histories (a rebase, a skewed
+// clock): a commit older than its parent, with pages of one commit, still
+// lets every commit arrive, parents first.
+func TestSkewedCommitTimesLoseNothingAcrossPages(t *testing.T) {
+	t.Parallel()
+	r := newRepo(t)
+	r.commit("a.txt", "First", 10)
+	r.commit("b.txt", "Second, committed with a clock behind", 5)
+	r.commit("c.txt", "Third", 20)
+	src, _ := git.New(git.Config{URL: r.dir, Dir: filepath.Join(t.TempDir(), "clone"), Batch: 1})
+	titles, _ := poll(t, src, "")
+	if want := []string{"First", "Second, committed with a clock behind", "Third", "branch master"}; !slices.Equal(titles, want) {
+		t.Fatalf("got %q, want %q", titles, want)
+	}
+}

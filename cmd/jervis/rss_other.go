@@ -1,0 +1,13 @@
+//go:build !linux
+
+package main
+
+import "runtime"
+
+// peakRSS is the memory the Go runtime obtained from the system (no peak
+// RSS figure is read on this platform).
+func peakRSS() int64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.Sys)
+}

@@ -1,0 +1,579 @@
+package eval
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/graph"
+)
+
+// Env is the pipeline's state after a run, and what Measure needs to know
+// about it.
+type Env struct {
+	Client string
+	Store  store.Store
+	KB     *kb.KB
+	// Namespaces are the node types the rules are meant to produce; nodes
+	// of any other type are junk.
+	Namespaces []string
+	// DataDir is the data directory (its bytes on disk are the cost).
+	DataDir string
+}
+
+// Cost is what the run took, as the caller measured it.
+type Cost struct {
+	Documents        int     `json:"documents"`
+	Seconds          float64 `json:"seconds"` // import → indexed → qualified, wall clock
+	StoreSeconds     float64 `json:"storeSeconds"`
+	IndexSeconds     float64 `json:"indexSeconds"`
+	QualifySeconds   float64 `json:"qualifySeconds"`
+	DocumentsPerSec  float64 `json:"documentsPerSecond"`
+	PeakRSSBytes     int64   `json:"peakRssBytes"`
+	DiskBytes        int64   `json:"diskBytes"`
+	BytesPerDocument float64 `json:"bytesPerDocument"`
+}
+
+// SourceCount is what came in and what was stored for one source type.
+type SourceCount struct {
+	Source string `json:"source"`
+	// ItemsIn are the items the files hold (messages, issues, commits and
+	// branches), counted from the raw files.
+	ItemsIn int `json:"itemsIn"`
+	// RepeatedIDs are items whose ID repeats an earlier item's (a message
+	// in two mailboxes): one document, or versions of one.
+	RepeatedIDs int `json:"repeatedIds"`
+	// Stored are the distinct items stored (external IDs).
+	Stored      int `json:"stored"`
+	Indexed     int `json:"indexed"`
+	Quarantined int `json:"quarantined"`
+	Degraded    int `json:"degraded"`
+	// Lost are items neither stored nor explained.
+	Lost int `json:"lost"`
+}
+
+// Completeness says whether everything that came in was kept.
+type Completeness struct {
+	Files     int            `json:"files"`
+	Documents int            `json:"documents"` // versions stored
+	Sources   []SourceCount  `json:"sources"`
+	Reasons   map[string]int `json:"quarantinedByReason"`
+	Tasks     store.Counts   `json:"tasks"`
+	Failed    map[string]int `json:"failedByClass"`
+	Degraded  int            `json:"degraded"`
+}
+
+// Recall is a structure recall: how many of the expected edges are there.
+type Recall struct {
+	Expected int      `json:"expected"`
+	Found    int      `json:"found"`
+	Recall   float64  `json:"recall"`
+	Missing  []string `json:"missing,omitempty"` // the first few
+}
+
+func (r *Recall) add(ok bool, what string) {
+	r.Expected++
+	if ok {
+		r.Found++
+	} else if len(r.Missing) < 5 {
+		r.Missing = append(r.Missing, what)
+	}
+	r.Recall = float64(r.Found) / float64(r.Expected)
+}
+
+// Structure is recall against the links the data carries itself.
+type Structure struct {
+	// Threads: each reply reaches its nearest ancestor present in the
+	// corpus along replies_to edges.
+	Threads Recall `json:"threads"`
+	// IssueLinks: every Jira issue link between two issues of the corpus
+	// (the stripped types aside) is an edge of a valid type.
+	IssueLinks Recall `json:"issueLinks"`
+	// CommitIssues: every issue of the corpus a commit message cites is an
+	// edge from the commit (fixes or mentions).
+	CommitIssues Recall `json:"commitIssues"`
+}
+
+// Ranking is recall@10 and MRR@10 over distinct issues.
+type Ranking struct {
+	Found      int     `json:"found"`
+	RecallAt10 float64 `json:"recallAt10"`
+	MRRAt10    float64 `json:"mrrAt10"`
+}
+
+// Duplicates is duplicate finding: for every Duplicate link (stripped
+// before import) between two issues of the corpus, the duplicate's summary
+// is searched for its original.
+type Duplicates struct {
+	Pairs  int     `json:"pairs"`
+	Jervis Ranking `json:"jervis"`
+	Peer   Ranking `json:"peer"` // textbook BM25 over summary + description + comments
+}
+
+// TypeCount is a node type and its count.
+type TypeCount struct {
+	Type  string `json:"type"`
+	Count int    `json:"count"`
+}
+
+// Junk is nodes of types the rules are not meant to produce.
+type Junk struct {
+	Nodes            int         `json:"nodes"`
+	JunkNodes        int         `json:"junkNodes"`
+	PerThousand      float64     `json:"junkPerThousandNodes"`
+	JunkTypes        []TypeCount `json:"junkTypes,omitempty"`
+	NodesPerDocument float64     `json:"nodesPerDocument"`
+}
+
+// Report is what Measure found.
+type Report struct {
+	Client       string       `json:"client"`
+	Completeness Completeness `json:"completeness"`
+	Structure    Structure    `json:"structure"`
+	Duplicates   *Duplicates  `json:"duplicates,omitempty"`
+	Junk         Junk         `json:"junk"`
+	Cost         Cost         `json:"cost"`
+	Notes        []string     `json:"notes,omitempty"`
+}
+
+// Measure reads the pipeline's state after a run and measures it against
+// the truth.
+func Measure(ctx context.Context, env Env, t *Truth, cost Cost) (*Report, error) {
+	r := &Report{Client: env.Client, Cost: cost, Notes: t.notes}
+	if err := r.completeness(ctx, env, t); err != nil {
+		return nil, err
+	}
+	g := env.KB.Graph().For(env.Client)
+	if err := r.structure(ctx, g, t); err != nil {
+		return nil, err
+	}
+	if err := r.duplicates(ctx, env, t); err != nil {
+		return nil, err
+	}
+	if err := r.junk(ctx, g, env.Namespaces); err != nil {
+		return nil, err
+	}
+	if env.DataDir != "" {
+		filepath.WalkDir(env.DataDir, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if info, err := d.Info(); err == nil {
+					r.Cost.DiskBytes += info.Size()
+				}
+			}
+			return nil
+		})
+	}
+	if r.Cost.Documents = r.Completeness.Documents; r.Cost.Documents > 0 {
+		r.Cost.BytesPerDocument = float64(r.Cost.DiskBytes) / float64(r.Cost.Documents)
+		if r.Cost.Seconds > 0 {
+			r.Cost.DocumentsPerSec = float64(r.Cost.Documents) / r.Cost.Seconds
+		}
+	}
+	return r, nil
+}
+
+var (
+	reasonPrefix = regexp.MustCompile(`^[A-Z]+ \S+: `)
+	reasonNumber = regexp.MustCompile(`[0-9]+`)
+	reasonQuoted = regexp.MustCompile(`"[^"]*"`)
+)
+
+// reasonClass groups quarantine reasons: the document's source and ID left
+// out, numbers and quoted names generalised.
+func reasonClass(e *store.ErrorInfo) string {
+	if e == nil {
+		return "unknown"
+	}
+	msg := reasonPrefix.ReplaceAllString(e.Message, "")
+	msg = reasonQuoted.ReplaceAllString(reasonNumber.ReplaceAllString(msg, "N"), `"…"`)
+	if len(msg) > 90 {
+		msg = msg[:90] + "…"
+	}
+	return e.Class + ": " + msg
+}
+
+func (r *Report) completeness(ctx context.Context, env Env, t *Truth) error {
+	c := &r.Completeness
+	c.Files, c.Reasons, c.Failed = t.files, map[string]int{}, map[string]int{}
+	stored := map[string]map[string]bool{}
+	counts := map[string]*SourceCount{}
+	count := func(source string) *SourceCount {
+		if counts[source] == nil {
+			counts[source] = &SourceCount{Source: source}
+		}
+		return counts[source]
+	}
+	var after *store.Position
+	for {
+		docs, err := env.Store.ListDocuments(ctx, store.DocumentQuery{Client: env.Client, Limit: 1000, After: after})
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			src := string(d.SourceType)
+			sc := count(src)
+			if stored[src] == nil {
+				stored[src] = map[string]bool{}
+			}
+			stored[src][d.ExternalID] = true
+			c.Documents++
+			switch d.State {
+			case store.DocIndexed:
+				sc.Indexed++
+			case store.DocQuarantined:
+				sc.Quarantined++
+				c.Reasons[reasonClass(d.Error)]++
+			}
+			if len(d.Normalized.Warnings) > 0 {
+				sc.Degraded++
+				c.Degraded++
+			}
+		}
+		if len(docs) < 1000 {
+			break
+		}
+		last := docs[len(docs)-1]
+		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
+	}
+	for src, n := range t.items {
+		sc := count(src)
+		sc.ItemsIn, sc.RepeatedIDs = n, t.repeats[src]
+	}
+	for src, sc := range counts {
+		sc.Stored = len(stored[src])
+		// Items stored under another ID (an unparsable one under a hash of
+		// its bytes) are quarantined, and listed there.
+		missing := 0
+		for id := range t.ids[src] {
+			if !stored[src][id] {
+				missing++
+			}
+		}
+		sc.Lost = max(0, missing-sc.Quarantined)
+		c.Sources = append(c.Sources, *sc)
+	}
+	slices.SortFunc(c.Sources, func(a, b SourceCount) int { return strings.Compare(a.Source, b.Source) })
+	st, err := env.Store.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	c.Tasks = st.TasksByClient[env.Client]
+	var afterTask *store.Position
+	for {
+		ts, err := env.Store.ListTasks(ctx, store.TaskQuery{Client: env.Client, State: store.TaskFailed, Limit: 1000, After: afterTask})
+		if err != nil {
+			return err
+		}
+		for _, task := range ts {
+			c.Failed[reasonClass(task.LastError)]++
+		}
+		if len(ts) < 1000 {
+			break
+		}
+		afterTask = &store.Position{UpdatedAt: ts[len(ts)-1].UpdatedAt, ID: ts[len(ts)-1].ID}
+	}
+	return nil
+}
+
+func ref(namespace, id string) string {
+	r, err := kb.ParseRef(namespace + ":" + id)
+	if err != nil {
+		return namespace + ":" + id
+	}
+	return r.String()
+}
+
+// reaches reports whether to is reachable from from along out-going edges
+// of type typ, within maxHops.
+func reaches(ctx context.Context, g graph.Graph, from, to, typ string, maxHops int) (bool, error) {
+	frontier, seen := []string{from}, map[string]bool{from: true}
+	for hops := 0; hops < maxHops && len(frontier) > 0; hops += graph.MaxDepth {
+		nb, err := g.Neighbors(ctx, graph.NeighborQuery{Start: frontier, Depth: graph.MaxDepth, Direction: graph.Out, EdgeTypes: []string{typ}, Limit: 10_000})
+		if err != nil {
+			return false, err
+		}
+		frontier = frontier[:0]
+		for _, v := range nb.Nodes {
+			if v.Key == to {
+				return true, nil
+			}
+			if !seen[v.Key] {
+				seen[v.Key] = true
+				if v.Depth == graph.MaxDepth {
+					frontier = append(frontier, v.Key)
+				}
+			}
+		}
+	}
+	return false, nil
+}
+
+func (r *Report) structure(ctx context.Context, g graph.Graph, t *Truth) error {
+	s := &r.Structure
+	for _, id := range slices.Sorted(maps.Keys(t.messages)) {
+		m := t.messages[id]
+		candidates := []string{m.InReplyTo}
+		for i := len(m.References) - 1; i >= 0; i-- {
+			candidates = append(candidates, m.References[i])
+		}
+		var ancestor string
+		for _, c := range candidates {
+			if c != "" && c != m.ID && t.messages[c] != nil {
+				ancestor = c
+				break
+			}
+		}
+		if ancestor == "" {
+			continue
+		}
+		ok, err := reaches(ctx, g, ref("email", m.ID), ref("email", ancestor), "replies_to", 100)
+		if err != nil {
+			return err
+		}
+		s.Threads.add(ok, m.ID+" → "+ancestor)
+	}
+	for _, l := range slices.SortedFunc(maps.Keys(t.links), func(a, b link) int {
+		return cmp.Or(strings.Compare(a.From, b.From), strings.Compare(a.To, b.To), strings.Compare(a.Type, b.Type))
+	}) {
+		if t.issues[l.From] == nil || t.issues[l.To] == nil || l.From == l.To {
+			continue
+		}
+		typ, err := kb.EdgeType(l.Type)
+		ok := err == nil
+		if ok {
+			_, gerr := g.Edge(ctx, graph.EdgeKey(typ, ref("jira", l.From), ref("jira", l.To)))
+			ok = gerr == nil
+		}
+		s.IssueLinks.add(ok, fmt.Sprintf("%s %q %s", l.From, l.Type, l.To))
+	}
+	cites := t.citations()
+	for _, hash := range slices.Sorted(maps.Keys(cites)) {
+		for _, key := range cites[hash] {
+			ok := false
+			for _, typ := range []string{"fixes", "mentions"} {
+				if _, err := g.Edge(ctx, graph.EdgeKey(typ, ref("commit", hash), ref("jira", key))); err == nil {
+					ok = true
+				}
+			}
+			s.CommitIssues.add(ok, hash[:12]+" → "+key)
+		}
+	}
+	return nil
+}
+
+func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
+	var pairs []pair
+	for p := range t.dups {
+		if t.issues[p.Duplicate] != nil && t.issues[p.Original] != nil && p.Duplicate != p.Original {
+			pairs = append(pairs, p)
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	slices.SortFunc(pairs, func(a, b pair) int {
+		return cmp.Or(strings.Compare(a.Duplicate, b.Duplicate), strings.Compare(a.Original, b.Original))
+	})
+	keys := slices.Sorted(maps.Keys(t.issues))
+	bm25 := newPeer(keys, func(k string) string { return t.issues[k].Text })
+	d := &Duplicates{Pairs: len(pairs)}
+	for _, p := range pairs {
+		query := t.issues[p.Duplicate].Summary
+		pack, err := env.KB.Search(ctx, kb.SearchRequest{Client: env.Client, Query: query})
+		if err != nil {
+			return fmt.Errorf("search %q: %w", query, err)
+		}
+		var ranked []string
+		for _, it := range pack.Items {
+			key, ok := strings.CutPrefix(it.SourceURN, Jira+":")
+			key = strings.ToUpper(key)
+			if it.Kind == kb.ItemPassage && ok && key != p.Duplicate && !slices.Contains(ranked, key) {
+				ranked = append(ranked, key)
+			}
+		}
+		d.Jervis.score(ranked, p.Original)
+		d.Peer.score(bm25.search(query, 10, p.Duplicate), p.Original)
+	}
+	d.Jervis.finish(len(pairs))
+	d.Peer.finish(len(pairs))
+	r.Duplicates = d
+	return nil
+}
+
+func (k *Ranking) score(ranked []string, want string) {
+	if i := slices.Index(ranked, want); i >= 0 && i < 10 {
+		k.Found++
+		k.MRRAt10 += 1 / float64(i+1)
+	}
+}
+
+func (k *Ranking) finish(n int) {
+	k.RecallAt10 = float64(k.Found) / float64(n)
+	k.MRRAt10 /= float64(n)
+}
+
+func (r *Report) junk(ctx context.Context, g graph.Graph, namespaces []string) error {
+	counts, err := g.CountByType(ctx)
+	if err != nil {
+		return err
+	}
+	j := &r.Junk
+	for typ, n := range counts {
+		j.Nodes += n
+		if !slices.Contains(namespaces, typ) {
+			j.JunkNodes += n
+			j.JunkTypes = append(j.JunkTypes, TypeCount{Type: typ, Count: n})
+		}
+	}
+	slices.SortFunc(j.JunkTypes, func(a, b TypeCount) int { return cmp.Or(b.Count-a.Count, strings.Compare(a.Type, b.Type)) })
+	if len(j.JunkTypes) > 10 {
+		j.JunkTypes = j.JunkTypes[:10]
+	}
+	if j.Nodes > 0 {
+		j.PerThousand = 1000 * float64(j.JunkNodes) / float64(j.Nodes)
+	}
+	if r.Completeness.Documents > 0 {
+		j.NodesPerDocument = float64(j.Nodes) / float64(r.Completeness.Documents)
+	}
+	return nil
+}
+
+// Floors are the quality figures a run must reach.
+type Floors struct {
+	MaxQuarantinedShare  float64 // of documents stored
+	MaxFailedTasks       int
+	MaxLost              int
+	MinThreadRecall      float64
+	MinIssueLinkRecall   float64
+	MinCommitIssueRecall float64
+	MaxJunkPerThousand   float64
+	// MinDuplicateRecall is recall@10 of duplicate finding (0: only
+	// reported, beside the peer's).
+	MinDuplicateRecall float64
+}
+
+// DefaultFloors are the floors CI holds the dev corpora to.
+var DefaultFloors = Floors{MaxQuarantinedShare: 0.005, MaxFailedTasks: 0, MaxLost: 0, MinThreadRecall: 0.98,
+	MinIssueLinkRecall: 0.99, MinCommitIssueRecall: 0.98, MaxJunkPerThousand: 1}
+
+// Check returns one line per floor the report crosses (none: it passes).
+// A recall with nothing expected is not checked.
+func (r *Report) Check(f Floors) []string {
+	var out []string
+	c := r.Completeness
+	quarantined, lost := 0, 0
+	for _, s := range c.Sources {
+		quarantined += s.Quarantined
+		lost += s.Lost
+	}
+	if c.Documents > 0 && float64(quarantined)/float64(c.Documents) > f.MaxQuarantinedShare {
+		out = append(out, fmt.Sprintf("quarantined %d of %d documents (%.2f %%), more than %.2f %%", quarantined, c.Documents, 100*float64(quarantined)/float64(c.Documents), 100*f.MaxQuarantinedShare))
+	}
+	if lost > f.MaxLost {
+		out = append(out, fmt.Sprintf("%d items lost between the files and the store", lost))
+	}
+	if n := int(c.Tasks[string(store.TaskFailed)]); n > f.MaxFailedTasks {
+		out = append(out, fmt.Sprintf("%d tasks FAILED (%v)", n, c.Failed))
+	}
+	for _, x := range []struct {
+		name string
+		r    Recall
+		min  float64
+	}{
+		{"thread recall", r.Structure.Threads, f.MinThreadRecall},
+		{"issue-link recall", r.Structure.IssueLinks, f.MinIssueLinkRecall},
+		{"commit→issue recall", r.Structure.CommitIssues, f.MinCommitIssueRecall},
+	} {
+		if x.r.Expected > 0 && x.r.Recall < x.min {
+			out = append(out, fmt.Sprintf("%s %.3f, below %.2f (missing e.g. %v)", x.name, x.r.Recall, x.min, x.r.Missing))
+		}
+	}
+	if r.Junk.PerThousand > f.MaxJunkPerThousand {
+		out = append(out, fmt.Sprintf("%.1f junk nodes per 1,000, more than %.1f (%v)", r.Junk.PerThousand, f.MaxJunkPerThousand, r.Junk.JunkTypes))
+	}
+	if d := r.Duplicates; d != nil && f.MinDuplicateRecall > 0 && d.Jervis.RecallAt10 < f.MinDuplicateRecall {
+		out = append(out, fmt.Sprintf("duplicate recall@10 %.3f, below %.2f", d.Jervis.RecallAt10, f.MinDuplicateRecall))
+	}
+	return out
+}
+
+// Print writes the report as aligned tables.
+func (r *Report) Print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	c := r.Completeness
+	fmt.Fprintf(tw, "COMPLETENESS (client %s, %d files)\tITEMS IN\tREPEATED IDS\tSTORED\tINDEXED\tQUARANTINED\tDEGRADED\tLOST\n", r.Client, c.Files)
+	for _, s := range c.Sources {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.Source, s.ItemsIn, s.RepeatedIDs, s.Stored, s.Indexed, s.Quarantined, s.Degraded, s.Lost)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Reasons)) {
+		fmt.Fprintf(tw, "  quarantined: %s\t%d\n", k, c.Reasons[k])
+	}
+	fmt.Fprintf(tw, "tasks\t%s\n", countsLine(c.Tasks))
+	for _, k := range slices.Sorted(maps.Keys(c.Failed)) {
+		fmt.Fprintf(tw, "  FAILED: %s\t%d\n", k, c.Failed[k])
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "STRUCTURE RECALL\tEXPECTED\tFOUND\tRECALL")
+	for _, x := range []struct {
+		name string
+		r    Recall
+	}{{"email threads (reply → nearest ancestor in the corpus)", r.Structure.Threads},
+		{"Jira issue links (every type)", r.Structure.IssueLinks},
+		{"commit → issue (keys cited in messages)", r.Structure.CommitIssues}} {
+		if x.r.Expected == 0 {
+			fmt.Fprintf(tw, "%s\t0\t-\t-\n", x.name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\n", x.name, x.r.Expected, x.r.Found, x.r.Recall)
+	}
+	if d := r.Duplicates; d != nil {
+		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "DUPLICATE FINDING (%d pairs)\tRECALL@10\tMRR@10\n", d.Pairs)
+		fmt.Fprintf(tw, "Jervis search (default settings)\t%.3f\t%.3f\n", d.Jervis.RecallAt10, d.Jervis.MRRAt10)
+		fmt.Fprintf(tw, "textbook BM25 peer (k1 %.1f, b %.2f)\t%.3f\t%.3f\n", PeerK1, PeerB, d.Peer.RecallAt10, d.Peer.MRRAt10)
+	}
+	fmt.Fprintln(tw)
+	j := r.Junk
+	fmt.Fprintf(tw, "JUNK\tnodes %d, junk %d (%.2f per 1,000), %.2f nodes per document\n", j.Nodes, j.JunkNodes, j.PerThousand, j.NodesPerDocument)
+	if len(j.JunkTypes) > 0 {
+		var ts []string
+		for _, t := range j.JunkTypes {
+			ts = append(ts, fmt.Sprintf("%s %d", t.Type, t.Count))
+		}
+		fmt.Fprintf(tw, "  junk types\t%s\n", strings.Join(ts, ", "))
+	}
+	k := r.Cost
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "COST\t%d documents in %s: %.0f documents/s end to end (store %s, index %s, qualify %s); peak RSS %d MiB; %.1f KiB on disk per document\n",
+		k.Documents, seconds(k.Seconds), k.DocumentsPerSec, seconds(k.StoreSeconds), seconds(k.IndexSeconds), seconds(k.QualifySeconds),
+		k.PeakRSSBytes>>20, k.BytesPerDocument/1024)
+	for _, n := range r.Notes {
+		fmt.Fprintf(tw, "note\t%s\n", n)
+	}
+	return tw.Flush()
+}
+
+func seconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(100 * time.Millisecond).String()
+}
+
+func countsLine(c store.Counts) string {
+	var parts []string
+	for _, st := range store.TaskStates {
+		if n := c[string(st)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", st, n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
