@@ -185,20 +185,23 @@ func Measure(ctx context.Context, env Env, t *Truth, cost Cost) (*Report, error)
 
 var (
 	reasonPrefix = regexp.MustCompile(`^[A-Z]+ \S+: `)
+	reasonURL    = regexp.MustCompile(`https?://\S+`)
+	reasonRef    = regexp.MustCompile(`[\w.$-]+(?:[:|@/][\w.$#%+=-]+)+`)
 	reasonNumber = regexp.MustCompile(`[0-9]+`)
 	reasonQuoted = regexp.MustCompile(`"[^"]*"`)
 )
 
-// reasonClass groups quarantine reasons: the document's source and ID left
-// out, numbers and quoted names generalised.
+// reasonClass groups failure reasons: the document's source and ID left
+// out, URLs, refs, numbers and quoted names generalised.
 func reasonClass(e *store.ErrorInfo) string {
 	if e == nil {
 		return "unknown"
 	}
 	msg := reasonPrefix.ReplaceAllString(e.Message, "")
+	msg = reasonRef.ReplaceAllString(reasonURL.ReplaceAllString(msg, "URL"), "REF")
 	msg = reasonQuoted.ReplaceAllString(reasonNumber.ReplaceAllString(msg, "N"), `"…"`)
-	if len(msg) > 90 {
-		msg = msg[:90] + "…"
+	if len(msg) > 100 {
+		msg = msg[:100] + "…"
 	}
 	return e.Class + ": " + msg
 }

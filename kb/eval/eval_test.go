@@ -1,0 +1,105 @@
+package eval
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Truth reads a Jira search response with its own JSON parsing: issues,
+// links between them by their outward reading, Duplicate links stripped
+// from what the pipeline gets (other links and numbers left as they were).
+func TestTruthJira(t *testing.T) {
+	t.Parallel()
+	tr := NewTruth("Duplicate")
+	payload := `{"total": 2, "issues": [
+ {"id": "10001", "key": "OPS-1", "fields": {"summary": "Disk full", "description": {"type": "doc", "content": [{"type": "paragraph", "content": [{"type": "text", "text": "On node 7"}]}]},
+  "issuelinks": [{"type": {"name": "Duplicate"}, "outwardIssue": {"key": "OPS-2"}}, {"type": {"name": "Gantt: start-finish"}, "inwardIssue": {"key": "OPS-2"}}],
+  "comment": {"comments": [{"body": "Cleaned up."}]}, "customfield_1": 12345678901234567890}},
+ {"id": "10002", "key": "OPS-2", "fields": {"summary": "No space left on device", "issuelinks": [{"type": {"name": "Duplicate"}, "inwardIssue": {"key": "OPS-1"}}]}}]}`
+	out := tr.File("export/search.json", []byte(payload))
+	var got struct {
+		Issues []struct {
+			Fields struct {
+				IssueLinks []map[string]any `json:"issuelinks"`
+				Custom     json.Number      `json:"customfield_1"`
+			} `json:"fields"`
+		} `json:"issues"`
+	}
+	d := json.NewDecoder(strings.NewReader(string(out)))
+	d.UseNumber()
+	if err := d.Decode(&got); err != nil || len(got.Issues) != 2 || len(got.Issues[0].Fields.IssueLinks) != 1 ||
+		len(got.Issues[1].Fields.IssueLinks) != 0 || got.Issues[0].Fields.Custom != "12345678901234567890" {
+		t.Fatalf("stripped payload %s (%v)", out, err)
+	}
+	if tr.items[Jira] != 2 || tr.issues["OPS-1"].Text != "Disk full\nOn node 7\nCleaned up." {
+		t.Fatalf("issues %+v %q", tr.items, tr.issues["OPS-1"].Text)
+	}
+	if !tr.links[link{From: "OPS-2", To: "OPS-1", Type: "Gantt: start-finish"}] || len(tr.links) != 1 {
+		t.Fatalf("links %v", tr.links)
+	}
+	if !tr.dups[pair{Duplicate: "OPS-1", Original: "OPS-2"}] || len(tr.dups) != 1 {
+		t.Fatalf("duplicates %v", tr.dups)
+	}
+	if same := tr.File("b.json", []byte(`{"key":"OPS-3","fields":{"summary":"x"}}`)); string(same) != `{"key":"OPS-3","fields":{"summary":"x"}}` {
+		t.Fatalf("a payload with nothing to strip changed: %s", same)
+	}
+}
+
+// Truth splits a mailbox at its separators and reads the threading headers
+// itself: folded lines, commas between IDs, a repeated Message-ID counted.
+func TestTruthMail(t *testing.T) {
+	t.Parallel()
+	tr := NewTruth()
+	mbox := "From a Mon Jan  1 00:00:00 2024\nMessage-ID: <a@x>\nSubject: one\n\n>From the start, a body line.\n\n" +
+		"From b Mon Jan  1 00:00:00 2024\nMessage-Id: <c@x>\nIn-Reply-To: <b@x>\nReferences: <a@x>\n\t,<b@x>\n\nbody\n\n" +
+		"From a Mon Jan  1 00:00:00 2024\nMessage-ID: <a@x>\n\nsame id again\n"
+	tr.File("list.mbox", []byte(mbox))
+	if tr.items[Email] != 3 || tr.repeats[Email] != 1 || len(tr.messages) != 2 {
+		t.Fatalf("items %v repeats %v messages %v", tr.items, tr.repeats, tr.messages)
+	}
+	if m := tr.messages["c@x"]; m.InReplyTo != "b@x" || !slices.Equal(m.References, []string{"a@x", "b@x"}) {
+		t.Fatalf("c@x %+v", m)
+	}
+}
+
+// The peer is textbook BM25: the score of one document for a one-term
+// query is idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · len/avglen)).
+func TestPeerBM25(t *testing.T) {
+	t.Parallel()
+	docs := map[string]string{"a": "disk full disk", "b": "network down", "c": "disk quota exceeded on node"}
+	ids := []string{"a", "b", "c"}
+	p := newPeer(ids, func(id string) string { return docs[id] })
+	if got := p.search("Disk!", 10, ""); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("ranking %v", got)
+	}
+	if got := p.search("disk", 10, "a"); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("skip: %v", got)
+	}
+	avg := (3.0 + 2 + 5) / 3
+	idf := math.Log(1 + (3-2+0.5)/(2+0.5))
+	want := idf * 2 * (PeerK1 + 1) / (2 + PeerK1*(1-PeerB+PeerB*3/avg))
+	scores := map[int]float64{}
+	for _, x := range p.postings["disk"] {
+		norm := x.tf + PeerK1*(1-PeerB+PeerB*p.lengths[x.doc]/p.avgLen)
+		scores[x.doc] = idf * x.tf * (PeerK1 + 1) / norm
+	}
+	if math.Abs(scores[0]-want) > 1e-12 {
+		t.Fatalf("score %v, want %v", scores[0], want)
+	}
+}
+
+// Citations are keys of the corpus's issues, in any case, and nothing else.
+func TestTruthCitations(t *testing.T) {
+	t.Parallel()
+	tr := NewTruth()
+	tr.issues["OPS-1"], tr.issues["OPS-22"] = &issue{Key: "OPS-1"}, &issue{Key: "OPS-22"}
+	tr.commits["c1"] = "Merge pull request #4 from x/ops-22-retry\n\nSee OPS-1, UTF-8 and WEB-3."
+	tr.commits["c2"] = "Bump deps"
+	got := tr.citations()
+	if len(got) != 1 || !slices.Equal(got["c1"], []string{"OPS-22", "OPS-1"}) {
+		t.Fatalf("citations %v", got)
+	}
+}
