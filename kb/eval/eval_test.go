@@ -103,3 +103,16 @@ func TestTruthCitations(t *testing.T) {
 		t.Fatalf("citations %v", got)
 	}
 }
+
+// Confluence pages count by their IDs (REST JSON) or their export titles.
+func TestTruthConfluence(t *testing.T) {
+	t.Parallel()
+	tr := NewTruth()
+	tr.File("space/pages.json", []byte(`{"results":[{"id":"1","type":"page","title":"A"},{"id":"2","type":"page","title":"B"}]}`))
+	tr.File("space/one.json", []byte(`{"id":"3","type":"page","title":"C","body":{}}`))
+	tr.File("export/Runbook.xhtml", []byte(`<p>x</p>`))
+	tr.File("notes/readme.md", []byte(`# x`))
+	if tr.items[Confluence] != 4 || tr.items[File] != 1 || tr.items[Jira] != 0 || !tr.ids[Confluence]["3"] {
+		t.Fatalf("items %v ids %v", tr.items, tr.ids)
+	}
+}

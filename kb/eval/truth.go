@@ -20,10 +20,11 @@ import (
 
 // Source types of the items Truth counts (as store.SourceType names them).
 const (
-	Jira  = "JIRA"
-	Email = "EMAIL"
-	Git   = "GIT"
-	File  = "FILE"
+	Jira       = "JIRA"
+	Email      = "EMAIL"
+	Git        = "GIT"
+	Confluence = "CONFLUENCE"
+	File       = "FILE"
 )
 
 // Truth is what a corpus says about itself: the labels it carries, read
@@ -94,8 +95,12 @@ func (t *Truth) File(name string, raw []byte) []byte {
 		for _, m := range splitMbox(raw) {
 			t.message(m)
 		}
-	case ".md", ".markdown", ".txt", ".xhtml", ".html", ".htm":
-		t.item(File, name)
+	case ".xhtml", ".html", ".htm": // a Confluence storage export, named by its title
+		title := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+		sum := sha256.Sum256([]byte(title))
+		t.item(Confluence, fmt.Sprintf("export:%x", sum[:8]))
+	case ".md", ".markdown", ".txt":
+		t.item(File, filepath.ToSlash(name))
 	}
 	return raw
 }
@@ -117,6 +122,10 @@ func (t *Truth) jira(name string, raw []byte) []byte {
 	case map[string]any:
 		if is, ok := d["issues"].([]any); ok {
 			list = is
+		} else if pages, ok := d["results"].([]any); ok { // Confluence REST
+			t.pages(pages)
+		} else if _, ok := d["body"]; ok || d["type"] == "page" || d["type"] == "blogpost" {
+			t.pages([]any{d})
 		} else {
 			list = []any{d}
 		}
@@ -179,6 +188,17 @@ func (t *Truth) jira(name string, raw []byte) []byte {
 		return raw
 	}
 	return out
+}
+
+// pages counts the Confluence pages of a REST payload by their IDs.
+func (t *Truth) pages(list []any) {
+	for _, x := range list {
+		if p, ok := x.(map[string]any); ok {
+			if id, ok := p["id"].(string); ok && id != "" {
+				t.item(Confluence, id)
+			}
+		}
+	}
 }
 
 // plainText is the text of a description or comment: a string (REST v2) or
