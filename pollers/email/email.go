@@ -209,8 +209,11 @@ func (m *Message) readText(label string, body io.Reader, declared string, partEr
 		rest, _ := io.Copy(io.Discard, body)
 		m.warn("%s: text of %d bytes cut at %d", label, int64(len(b))+rest, MaxTextBytes)
 		b = b[:MaxTextBytes]
-		for len(b) > 0 && !utf8.RuneStart(b[len(b)-1]) {
-			b = b[:len(b)-1] // no rune split at the cut
+		for i := 0; i < utf8.UTFMax-1 && len(b) > 0; i++ { // no rune split at the cut
+			if r, size := utf8.DecodeLastRune(b); r != utf8.RuneError || size > 1 {
+				break
+			}
+			b = b[:len(b)-1]
 		}
 	}
 	switch {

@@ -181,6 +181,7 @@ func TestOversizeTextIsCutAndFlagged(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
 	b.WriteString("From: a@acme.test\r\nTo: b@acme.test\r\nSubject: huge log\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
+	b.WriteString("xxxxxxxxx") // so that the cut at 8 MiB falls inside a two-byte é
 	line := strings.Repeat("é log line ", 10) + "\r\n"
 	for b.Len() < email.MaxTextBytes+1<<20 {
 		b.WriteString(line)
