@@ -1,20 +1,25 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb/eval"
+	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
 	"github.com/jervis-dev/jervis/qualifier"
 	"github.com/jervis-dev/jervis/qualifier/rules"
@@ -112,76 +117,100 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 		return nil, err
 	}
 	defer all.Close()
+	// The labels, read from the files in a pass of their own.
 	truth := eval.NewTruth("Duplicate")
 	for _, p := range paths {
 		if isRepository(p) {
-			if err := truth.Repository(p, git.Unbundle); err != nil {
-				return nil, err
-			}
+			err = truth.Repository(p, git.Unbundle)
+		} else {
+			err = filedrop.Walk(p, func(name string, r io.Reader, err error) error {
+				if err == nil {
+					err = truth.File(name, r)
+				}
+				if err != nil { // the import records it
+					truth.Note(fmt.Sprintf("%s: %v", name, err))
+				}
+				return nil
+			})
 		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	// What search is measured on is stripped before import.
+	strip := func(name string, r io.Reader) io.Reader {
+		if !strings.EqualFold(filepath.Ext(name), ".json") {
+			return r
+		}
+		raw, err := io.ReadAll(io.LimitReader(r, filedrop.MaxFileBytes+1))
+		if err != nil {
+			return r // the import records the read error
+		}
+		out, _ := eval.StripLinks(raw, truth.Strip...)
+		return bytes.NewReader(out)
 	}
 	var cost eval.Cost
 	start := time.Now()
 	a.logf("eval: importing %s into client %s (data in %s)", strings.Join(paths, ", "), client, dir)
-	im := &importer{st: all.Store, client: client, connection: "eval", dataDir: dir, transform: truth.File}
+	im := &importer{st: all.Store, client: client, connection: "eval", dataDir: dir, transform: strip}
 	sum, err := a.importWith(ctx, im, paths, false)
 	if err != nil {
 		return nil, err
 	}
 	cost.StoreSeconds = time.Since(start).Seconds()
 	a.logf("eval: stored %d documents from %d files in %.1f s", sum.Documents, sum.Files, cost.StoreSeconds)
-	t := time.Now()
-	if err := a.indexAll(ctx, all.Store); err != nil {
+	indexed, qualified, err := a.drain(ctx, all.Store, all.KB)
+	if err != nil {
 		return nil, err
 	}
-	cost.IndexSeconds = time.Since(t).Seconds()
-	a.logf("eval: indexed in %.1f s", cost.IndexSeconds)
-	t = time.Now()
-	if err := a.qualifyAll(ctx, all.Store, all.KB); err != nil {
-		return nil, err
-	}
-	cost.QualifySeconds = time.Since(t).Seconds()
+	cost.IndexSeconds, cost.QualifySeconds = indexed.Seconds(), qualified.Seconds()
 	cost.Seconds = time.Since(start).Seconds()
 	cost.PeakRSSBytes = peakRSS()
-	a.logf("eval: qualified in %.1f s; measuring", cost.QualifySeconds)
+	a.logf("eval: indexed in %.1f s, qualified in %.1f s (the two run together, as in serve); measuring", cost.IndexSeconds, cost.QualifySeconds)
 	return eval.Measure(ctx, eval.Env{Client: client, Store: all.Store, KB: all.KB.KB, Namespaces: rules.Namespaces, DataDir: dir}, truth, cost)
 }
 
-// qualifyAll runs the rules qualifier until no task waits for it, with a
-// progress bar of the tasks it finished.
-func (a *app) qualifyAll(ctx context.Context, st store.Store, k *embedded.KB) error {
+// drain runs the indexers and the rules qualifier together, as serve does,
+// until no document or task waits for them, with a progress bar of the
+// tasks finished; it returns when the last document was indexed and when
+// the last task was qualified, from its start.
+func (a *app) drain(ctx context.Context, st store.Store, k *embedded.KB) (indexed, qualified time.Duration, err error) {
+	ix, err := indexers.New(st, indexers.Config{Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
+		PollInterval: 20 * time.Millisecond, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+	if err != nil {
+		return 0, 0, err
+	}
 	q, err := qualifier.New(qualifier.Config{Store: st, KB: k.KB, Concurrency: a.cfg.Qualifier.Concurrency, UncertainLinks: qualifier.PolicyRecord,
 		PollInterval: 20 * time.Millisecond, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	wg.Go(func() { _ = ix.Run(runCtx) })
 	wg.Go(func() { _ = q.Run(runCtx) })
 	defer func() { stop(); wg.Wait() }()
-	waiting := func(s store.Stats) int64 {
-		return s.Tasks[string(store.TaskNew)] + s.Tasks[string(store.TaskRetry)] + s.Tasks[string(store.TaskQualifying)]
-	}
-	first, err := st.Stats(ctx)
-	if err != nil {
-		return err
-	}
-	bar := a.progress(int(waiting(first)), "qualifying")
+	start := time.Now()
+	bar := a.progress(-1, "indexing and qualifying")
 	for {
 		s, err := st.Stats(ctx)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
-		left := waiting(s)
-		bar.Set(max(0, int(waiting(first)-left)))
-		if left == 0 {
+		docs := s.Documents[string(store.DocNew)] + s.Documents[string(store.DocIndexing)]
+		tasks := s.Tasks[string(store.TaskNew)] + s.Tasks[string(store.TaskRetry)] + s.Tasks[string(store.TaskQualifying)]
+		bar.Set(int(s.Tasks[string(store.TaskDone)] + s.Tasks[string(store.TaskReadyForGPU)] + s.Tasks[string(store.TaskFailed)]))
+		if docs == 0 && indexed == 0 {
+			indexed = time.Since(start)
+		}
+		if docs == 0 && tasks == 0 {
 			bar.Finish()
-			return nil
+			return indexed, time.Since(start), nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+			return 0, 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -93,35 +93,46 @@ type importer struct {
 	dataDir            string // where Git repositories are cloned
 	// transform, when set, rewrites a file's content before it is parsed
 	// (jervis eval strips the links it measures against).
-	transform func(name string, raw []byte) []byte
+	transform func(name string, r io.Reader) io.Reader
 	bar       *progressbar.ProgressBar
 	sum       importSummary
 }
 
-// file stores one file visited by filedrop.Walk.
+// storeError is a failure to store, as opposed to one to read input: it
+// stops an import.
+type storeError struct{ error }
+
+func (e storeError) Unwrap() error { return e.error }
+
+// file stores one file visited by filedrop.Walk: its documents as they are
+// parsed (a mailbox message by message), or, when it cannot be read or
+// breaks off, a document that says so.
 func (im *importer) file(ctx context.Context) filedrop.VisitFunc {
-	return func(name string, raw []byte, err error) error {
+	return func(name string, r io.Reader, err error) error {
 		im.sum.Files++
 		im.bar.Add(1)
-		var docs []store.Document
 		switch {
 		case err != nil && (filedrop.Supported(name) || filedrop.Archive(name)):
 			im.sum.Unreadable++
-			docs = []store.Document{filedrop.Unreadable(name, err)}
+			return im.put(ctx, name, filedrop.Unreadable(name, err))
 		case !filedrop.Supported(name):
 			im.sum.Skipped++
 			return nil
-		default:
-			if im.transform != nil {
-				raw = im.transform(name, raw)
-			}
-			docs, _ = filedrop.Parse(name, raw)
 		}
-		return im.put(ctx, name, docs)
+		if im.transform != nil {
+			r = im.transform(name, r)
+		}
+		err = filedrop.ParseFrom(name, r, func(d store.Document) error { return im.put(ctx, name, d) })
+		var se storeError
+		if errors.As(err, &se) || err == nil {
+			return err
+		}
+		im.sum.Unreadable++ // the documents before the break are stored
+		return im.put(ctx, name, filedrop.Unreadable(name, err))
 	}
 }
 
-func (im *importer) put(ctx context.Context, name string, docs []store.Document) error {
+func (im *importer) put(ctx context.Context, name string, docs ...store.Document) error {
 	for _, d := range docs {
 		d.Client, d.Connection = im.client, im.connection
 		if _, bad := d.Normalized.Metadata[store.MetaParseError]; bad {
@@ -129,7 +140,7 @@ func (im *importer) put(ctx context.Context, name string, docs []store.Document)
 		}
 		_, created, err := im.st.PutDocument(ctx, d)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return storeError{fmt.Errorf("%s: %w", name, err)}
 		}
 		im.sum.Documents++
 		if created {
@@ -155,7 +166,7 @@ func (im *importer) repository(ctx context.Context, path string) error {
 		}
 		im.sum.Commits += len(b.Documents)
 		im.bar.Add(len(b.Documents))
-		if err := im.put(ctx, path, b.Documents); err != nil {
+		if err := im.put(ctx, path, b.Documents...); err != nil {
 			return err
 		}
 		if cursor = b.Cursor; !b.More {

@@ -59,7 +59,8 @@ type SourceCount struct {
 	Indexed     int `json:"indexed"`
 	Quarantined int `json:"quarantined"`
 	Degraded    int `json:"degraded"`
-	// Lost are items neither stored nor explained.
+	// Lost are items neither stored nor explained: items in, less the
+	// repeats, less the distinct items stored.
 	Lost int `json:"lost"`
 }
 
@@ -254,16 +255,10 @@ func (r *Report) completeness(ctx context.Context, env Env, t *Truth) error {
 		sc.ItemsIn, sc.RepeatedIDs = n, t.repeats[src]
 	}
 	for src, sc := range counts {
+		// By count: an item stored under another ID (an unparsable message
+		// under a hash of its bytes) is stored all the same.
 		sc.Stored = len(stored[src])
-		// Items stored under another ID (an unparsable one under a hash of
-		// its bytes) are quarantined, and listed there.
-		missing := 0
-		for id := range t.ids[src] {
-			if !stored[src][id] {
-				missing++
-			}
-		}
-		sc.Lost = max(0, missing-sc.Quarantined)
+		sc.Lost = max(0, sc.ItemsIn-sc.RepeatedIDs-sc.Stored)
 		c.Sources = append(c.Sources, *sc)
 	}
 	slices.SortFunc(c.Sources, func(a, b SourceCount) int { return strings.Compare(a.Source, b.Source) })

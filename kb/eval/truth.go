@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -70,8 +71,13 @@ func NewTruth(strip ...string) *Truth {
 		issues: map[string]*issue{}, links: map[link]bool{}, dups: map[pair]bool{}, messages: map[string]*message{}, commits: map[string]string{}}
 }
 
+// item counts one item of source; id "" is an item with no ID of its own
+// (a message without a Message-ID).
 func (t *Truth) item(source, id string) {
 	t.items[source]++
+	if id == "" {
+		return
+	}
 	if t.ids[source] == nil {
 		t.ids[source] = map[string]bool{}
 	}
@@ -81,20 +87,32 @@ func (t *Truth) item(source, id string) {
 	t.ids[source][id] = true
 }
 
-// File records the labels of one file (named as the pipeline will see it)
-// and returns its content as the pipeline is to get it: Jira JSON without
-// the stripped link types, everything else unchanged.
-func (t *Truth) File(name string, raw []byte) []byte {
+// Note records something about the input worth reporting (a file that
+// could not be read for the labels).
+func (t *Truth) Note(s string) { t.notes = append(t.notes, s) }
+
+// maxFile bounds what File reads of a JSON or text file.
+const maxFile = 256 << 20
+
+// File records the labels of one file, named as the pipeline will see it
+// (a mailbox is read as a stream, message by message).
+func (t *Truth) File(name string, r io.Reader) error {
 	t.files++
 	switch strings.ToLower(filepath.Ext(name)) {
 	case ".json":
-		return t.jira(name, raw)
+		raw, err := io.ReadAll(io.LimitReader(r, maxFile))
+		if err != nil {
+			return fmt.Errorf("eval: %s: %w", name, err)
+		}
+		t.json(name, raw)
 	case ".eml":
+		raw, err := io.ReadAll(io.LimitReader(r, maxFile))
+		if err != nil {
+			return fmt.Errorf("eval: %s: %w", name, err)
+		}
 		t.message(raw)
 	case ".mbox":
-		for _, m := range splitMbox(raw) {
-			t.message(m)
-		}
+		return eachMessage(r, t.message)
 	case ".xhtml", ".html", ".htm": // a Confluence storage export, named by its title
 		title := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
 		sum := sha256.Sum256([]byte(title))
@@ -102,18 +120,53 @@ func (t *Truth) File(name string, raw []byte) []byte {
 	case ".md", ".markdown", ".txt":
 		t.item(File, filepath.ToSlash(name))
 	}
-	return raw
+	return nil
 }
 
-// jira reads the issues of a REST payload (one issue, a search response,
-// an array), records them, and strips the link types in Strip.
-func (t *Truth) jira(name string, raw []byte) []byte {
+// StripLinks returns a Jira REST payload without the issue links of the
+// named types (in any case), and whether it removed any; other payloads,
+// and numbers, come back as they were.
+func StripLinks(raw []byte, types ...string) ([]byte, bool) {
+	doc, list, ok := jiraItems(raw)
+	if !ok {
+		return raw, false
+	}
+	stripped := false
+	for _, x := range list {
+		fields, _ := x.(map[string]any)["fields"].(map[string]any)
+		ls, _ := fields["issuelinks"].([]any)
+		kept := ls[:0:0]
+		for _, l := range ls {
+			typ, _ := l.(map[string]any)["type"].(map[string]any)
+			name, _ := typ["name"].(string)
+			if slices.ContainsFunc(types, func(s string) bool { return strings.EqualFold(s, name) }) {
+				stripped = true
+				continue
+			}
+			kept = append(kept, l)
+		}
+		if len(kept) != len(ls) {
+			fields["issuelinks"] = kept
+		}
+	}
+	if !stripped {
+		return raw, false
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return raw, false
+	}
+	return out, true
+}
+
+// jiraItems decodes a JSON payload (numbers kept as written) and returns
+// its Jira issues: objects with a key and fields, from one issue, a search
+// response or an array.
+func jiraItems(raw []byte) (doc any, issues []any, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // numbers round-trip unchanged
-	var doc any
+	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
-		t.notes = append(t.notes, fmt.Sprintf("%s: not JSON (%v)", name, err))
-		return raw
+		return nil, nil, false
 	}
 	var list []any
 	switch d := doc.(type) {
@@ -122,22 +175,41 @@ func (t *Truth) jira(name string, raw []byte) []byte {
 	case map[string]any:
 		if is, ok := d["issues"].([]any); ok {
 			list = is
-		} else if pages, ok := d["results"].([]any); ok { // Confluence REST
-			t.pages(pages)
-		} else if _, ok := d["body"]; ok || d["type"] == "page" || d["type"] == "blogpost" {
-			t.pages([]any{d})
 		} else {
 			list = []any{d}
 		}
 	}
-	stripped := false
 	for _, x := range list {
 		obj, _ := x.(map[string]any)
 		key, _ := obj["key"].(string)
-		fields, _ := obj["fields"].(map[string]any)
-		if key == "" || fields == nil {
-			continue
+		if fields, _ := obj["fields"].(map[string]any); key != "" && fields != nil {
+			issues = append(issues, obj)
 		}
+	}
+	return doc, issues, true
+}
+
+// json records a JSON payload: Jira issues (their text, links between them
+// by their outward reading, the Strip types as duplicate pairs) or
+// Confluence pages.
+func (t *Truth) json(name string, raw []byte) {
+	doc, list, ok := jiraItems(raw)
+	if !ok {
+		t.notes = append(t.notes, name+": not JSON")
+		return
+	}
+	if d, isObj := doc.(map[string]any); isObj && len(list) == 0 {
+		if pages, ok := d["results"].([]any); ok { // Confluence REST
+			t.pages(pages)
+		} else if _, ok := d["body"]; ok || d["type"] == "page" || d["type"] == "blogpost" {
+			t.pages([]any{d})
+		}
+		return
+	}
+	for _, x := range list {
+		obj := x.(map[string]any)
+		key := obj["key"].(string)
+		fields := obj["fields"].(map[string]any)
 		t.item(Jira, key)
 		summary, _ := fields["summary"].(string)
 		text := []string{summary, plainText(fields["description"])}
@@ -151,7 +223,6 @@ func (t *Truth) jira(name string, raw []byte) []byte {
 		}
 		t.issues[strings.ToUpper(key)] = &issue{Key: key, Summary: summary, Text: strings.Join(text, "\n")}
 		ls, _ := fields["issuelinks"].([]any)
-		kept := ls[:0:0]
 		for _, l := range ls {
 			lm, _ := l.(map[string]any)
 			typ, _ := lm["type"].(map[string]any)
@@ -164,30 +235,16 @@ func (t *Truth) jira(name string, raw []byte) []byte {
 				other, _ := in["key"].(string)
 				lk = link{From: other, To: key, Type: typeName}
 			}
-			if slices.ContainsFunc(t.Strip, func(s string) bool { return strings.EqualFold(s, typeName) }) {
-				stripped = true
-				if lk.From != "" && lk.To != "" {
-					t.dups[pair{Duplicate: strings.ToUpper(lk.From), Original: strings.ToUpper(lk.To)}] = true
-				}
+			if lk.From == "" || lk.To == "" {
 				continue
 			}
-			kept = append(kept, l)
-			if lk.From != "" && lk.To != "" {
-				t.links[link{From: strings.ToUpper(lk.From), To: strings.ToUpper(lk.To), Type: typeName}] = true
+			if slices.ContainsFunc(t.Strip, func(s string) bool { return strings.EqualFold(s, typeName) }) {
+				t.dups[pair{Duplicate: strings.ToUpper(lk.From), Original: strings.ToUpper(lk.To)}] = true
+				continue
 			}
-		}
-		if len(kept) != len(ls) {
-			fields["issuelinks"] = kept
+			t.links[link{From: strings.ToUpper(lk.From), To: strings.ToUpper(lk.To), Type: typeName}] = true
 		}
 	}
-	if !stripped {
-		return raw
-	}
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return raw
-	}
-	return out
 }
 
 // pages counts the Confluence pages of a REST payload by their IDs.
@@ -232,12 +289,7 @@ func (t *Truth) message(raw []byte) {
 	for _, x := range msgID.FindAllStringSubmatch(h["references"], -1) {
 		m.References = append(m.References, x[1])
 	}
-	id := m.ID
-	if id == "" {
-		sum := sha256.Sum256(raw)
-		id = fmt.Sprintf("sha256:%x", sum[:12])
-	}
-	t.item(Email, id)
+	t.item(Email, m.ID)
 	if m.ID != "" && t.messages[m.ID] == nil {
 		t.messages[m.ID] = m
 	}
@@ -287,32 +339,48 @@ func headers(raw []byte) map[string]string {
 	return h
 }
 
-// splitMbox splits a mailbox at its "From " separator lines (a "From " line
-// that starts the file or follows an empty line).
-func splitMbox(raw []byte) [][]byte {
-	var out [][]byte
-	start := -1
-	prevEmpty := true
-	for i := 0; i < len(raw); {
-		end := bytes.IndexByte(raw[i:], '\n')
-		next := len(raw)
-		if end >= 0 {
-			next = i + end + 1
+// eachMessage reads a mailbox as a stream and calls fn with each message's
+// header block (the lines up to the first empty one), splitting at "From "
+// lines that start the file or follow an empty line.
+func eachMessage(r io.Reader, fn func(header []byte)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var head bytes.Buffer
+	inHeader, started, prevEmpty := false, false, true
+	for {
+		line, isPrefix, err := br.ReadLine()
+		if err == io.EOF {
+			break
 		}
-		line := bytes.TrimRight(raw[i:next], "\r\n")
-		if prevEmpty && bytes.HasPrefix(line, []byte("From ")) {
-			if start >= 0 {
-				out = append(out, raw[start:i])
+		if err != nil {
+			return err
+		}
+		if prevEmpty && !isPrefix && bytes.HasPrefix(line, []byte("From ")) {
+			if started {
+				fn(head.Bytes())
 			}
-			start = next
+			head.Reset()
+			started, inHeader, prevEmpty = true, true, false
+			continue
 		}
-		prevEmpty = len(line) == 0
-		i = next
+		empty := len(bytes.TrimRight(line, "\r")) == 0 && !isPrefix
+		if inHeader {
+			if empty {
+				inHeader = false
+			} else if head.Len() < 1<<20 {
+				head.Write(line)
+				if !isPrefix {
+					head.WriteByte('\n')
+				}
+			}
+		}
+		if !isPrefix {
+			prevEmpty = empty
+		}
 	}
-	if start >= 0 && start < len(raw) {
-		out = append(out, raw[start:])
+	if started {
+		fn(head.Bytes())
 	}
-	return out
+	return nil
 }
 
 // Repository records the commits of a Git repository (a directory) or

@@ -12,12 +12,14 @@
 package filedrop
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,6 +47,11 @@ func Parse(name string, raw []byte) ([]store.Document, error) {
 	if !Supported(name) {
 		return nil, fmt.Errorf("%w: %s", ErrUnsupported, name)
 	}
+	if ext == ".mbox" { // split, not capped as a whole
+		var docs []store.Document
+		err := mbox(name, bytes.NewReader(raw), func(d store.Document) error { docs = append(docs, d); return nil })
+		return docs, err
+	}
 	if len(raw) > MaxFileBytes {
 		return []store.Document{tooLarge(name, raw, ext)}, nil
 	}
@@ -54,8 +61,6 @@ func Parse(name string, raw []byte) ([]store.Document, error) {
 	switch ext {
 	case ".eml":
 		return []store.Document{message(raw)}, nil
-	case ".mbox":
-		return mbox(name, raw), nil
 	case ".md", ".markdown", ".txt":
 		return []store.Document{text(name, raw)}, nil
 	case ".json":
@@ -105,35 +110,113 @@ func message(raw []byte) store.Document {
 	return m.Document(raw)
 }
 
-// mbox splits a mailbox at "From " separator lines (mboxrd: ">From " lines
-// in bodies are unescaped). A file that does not start with a separator is
-// not an mbox and is quarantined whole.
-func mbox(name string, raw []byte) []store.Document {
-	if !bytes.HasPrefix(raw, []byte("From ")) {
-		return []store.Document{unparsable(name, raw, store.SourceEmail, errors.New(`mbox: the first line is not a "From " separator`))}
+// ParseFrom reads one file from r and emits its documents as they are
+// parsed: a mailbox message by message (a mailbox of any size; each
+// message up to email.MaxBytes), every other format read whole, up to
+// MaxFileBytes (a bigger file is quarantined with its first MaxFileBytes
+// bytes and the reason), and parsed as Parse does. A read error ends it:
+// what was emitted stays, and the error says how far it got. An emit error
+// ends it too.
+func ParseFrom(name string, r io.Reader, emit func(store.Document) error) error {
+	if strings.ToLower(filepath.Ext(name)) == ".mbox" {
+		return mbox(name, r, emit)
 	}
-	var docs []store.Document
-	var cur [][]byte
-	flush := func() {
-		if len(cur) > 0 {
-			docs = append(docs, message(bytes.Join(cur, []byte("\n"))))
-		}
-		cur = cur[:0]
+	raw, err := readAtMost(r)
+	if err != nil {
+		return err
 	}
-	lines := bytes.Split(raw, []byte("\n"))
-	for i, line := range lines {
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if bytes.HasPrefix(line, []byte("From ")) && (i == 0 || len(bytes.TrimSpace(lines[i-1])) == 0) {
-			flush()
-			continue
-		}
-		if unq, ok := bytes.CutPrefix(line, []byte(">")); ok && bytes.HasPrefix(bytes.TrimLeft(unq, ">"), []byte("From ")) {
-			line = unq
-		}
-		cur = append(cur, append([]byte(nil), line...))
+	docs, err := Parse(name, raw)
+	if err != nil {
+		return err
 	}
-	flush()
-	return docs
+	for _, d := range docs {
+		if err := emit(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mbox splits a mailbox at "From " separator lines that start the file or
+// follow a blank line (mboxrd: ">From " lines in bodies are unescaped),
+// reading it line by line, so a mailbox of any size takes one message's
+// memory. A file that does not start with a separator is not an mbox and
+// is quarantined whole (its first MaxFileBytes bytes).
+func mbox(name string, r io.Reader, emit func(store.Document) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	if head, err := br.Peek(5); !bytes.Equal(head, []byte("From ")) {
+		raw, rerr := readAtMost(br)
+		if rerr != nil {
+			return rerr
+		}
+		if len(bytes.TrimSpace(raw)) == 0 {
+			return emit(unparsable(name, raw, store.SourceEmail, fmt.Errorf("empty file (%d bytes)", len(raw))))
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if len(raw) > MaxFileBytes {
+			return emit(tooLarge(name, raw, ".mbox"))
+		}
+		return emit(unparsable(name, raw, store.SourceEmail, errors.New(`mbox: the first line is not a "From " separator`)))
+	}
+	var cur bytes.Buffer
+	started, messages := false, 0
+	// flush emits the message read so far; the line break before a
+	// separator belongs to the separator.
+	flush := func(atSeparator bool) error {
+		if !started {
+			return nil
+		}
+		raw := cur.Bytes()
+		if atSeparator {
+			raw = bytes.TrimSuffix(raw, []byte("\n"))
+		}
+		messages++
+		return emit(message(append([]byte(nil), raw...)))
+	}
+	lineStart, lineBlank, prevBlank := true, true, true
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(frag) > 0 {
+			whole := frag[len(frag)-1] == '\n'
+			line := bytes.TrimSuffix(bytes.TrimSuffix(frag, []byte("\n")), []byte("\r"))
+			if lineStart && prevBlank && whole && bytes.HasPrefix(line, []byte("From ")) {
+				if ferr := flush(true); ferr != nil {
+					return ferr
+				}
+				cur.Reset()
+				started, prevBlank = true, false
+				continue
+			}
+			if lineStart {
+				if unq, ok := bytes.CutPrefix(line, []byte(">")); ok && bytes.HasPrefix(bytes.TrimLeft(unq, ">"), []byte("From ")) {
+					line = unq
+				}
+			}
+			if cur.Len() <= email.MaxBytes { // a bigger message is quarantined with its first bytes
+				cur.Write(line)
+				if whole {
+					cur.WriteByte('\n')
+				}
+			}
+			lineBlank = lineBlank && len(bytes.TrimSpace(line)) == 0
+			if lineStart = whole; whole {
+				prevBlank, lineBlank = lineBlank, true
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return flush(false)
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue // a line longer than the buffer: its next fragment
+		case err != nil:
+			if ferr := flush(false); ferr != nil {
+				return ferr
+			}
+			return fmt.Errorf("mbox read after %d messages: %w", messages, err)
+		}
+	}
 }
 
 func text(name string, raw []byte) store.Document {
@@ -182,6 +265,22 @@ func New(dir string, batch int) (*Source, error) {
 		return nil, fmt.Errorf("filedrop: %s is not a directory", dir)
 	}
 	return &Source{dir: dir, batch: cmp.Or(batch, 200)}, nil
+}
+
+// read parses one file of the directory; one that cannot be read (or
+// breaks off) is kept, with the reason, to be quarantined — never retried
+// forever.
+func (s *Source) read(path string) []store.Document {
+	var docs []store.Document
+	f, err := os.Open(filepath.Join(s.dir, filepath.FromSlash(path)))
+	if err == nil {
+		err = ParseFrom(path, f, func(d store.Document) error { docs = append(docs, d); return nil })
+		f.Close()
+	}
+	if err != nil {
+		docs = append(docs, Unreadable(path, err))
+	}
+	return docs
 }
 
 // cursor is the (modification time, path) of the last file imported.
@@ -238,16 +337,9 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 			batch.More = true
 			break
 		}
-		var docs []store.Document
-		raw, err := readFile(filepath.Join(s.dir, filepath.FromSlash(f.Path)))
-		switch {
-		case !Supported(f.Path):
-		case err != nil: // kept and quarantined with the reason, never retried forever
-			docs = []store.Document{Unreadable(f.Path, err)}
-		default:
-			docs, _ = Parse(f.Path, raw)
+		if Supported(f.Path) {
+			batch.Documents = append(batch.Documents, s.read(f.Path)...)
 		}
-		batch.Documents = append(batch.Documents, docs...)
 		c, _ := json.Marshal(f.cursor)
 		batch.Cursor = string(c)
 	}

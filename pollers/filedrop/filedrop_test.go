@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -119,7 +121,11 @@ func TestWalk(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "list.mbox.gz"), gz.Bytes(), 0o644)
 	os.WriteFile(filepath.Join(dir, "cut.tgz"), tgz.Bytes()[:30], 0o644)
 	got := map[string]string{}
-	err := filedrop.Walk(dir, func(name string, raw []byte, err error) error {
+	err := filedrop.Walk(dir, func(name string, r io.Reader, err error) error {
+		var raw []byte
+		if err == nil {
+			raw, err = io.ReadAll(r)
+		}
 		got[filepath.ToSlash(name)] = string(raw)
 		if err != nil {
 			got[filepath.ToSlash(name)] = "error"
@@ -194,3 +200,47 @@ func TestSourcePagesAndPicksUpChanges(t *testing.T) {
 		t.Fatal("missing dir accepted")
 	}
 }
+
+// A mailbox is split as it is read: one larger than MaxFileBytes is all its
+// messages (not one quarantined blob), a line longer than the read buffer
+// stays one line, CRLF line ends and ">From " escapes are undone, and a
+// mailbox that breaks off keeps the messages before the break.
+func TestMailboxIsStreamed(t *testing.T) {
+	t.Parallel()
+	att := strings.Repeat(strings.Repeat("QUJD", 19)+"\r\n", 10<<20/78) // 10 MiB of base64
+	var parts []io.Reader
+	for i := range 7 {
+		parts = append(parts, strings.NewReader(fmt.Sprintf("From x Mon Jan  1 00:00:00 2024\r\nFrom: a@acme.test\r\nMessage-ID: <big-%d@acme.test>\r\n"+
+			"Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\n>From the log, part %d.\r\n%s\r\n--b\r\n"+
+			"Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n%s--b--\r\n\r\n", i, i, strings.Repeat("y", 100<<10), att)))
+	}
+	var docs []store.Document
+	err := filedrop.ParseFrom("list.mbox", io.MultiReader(parts...), func(d store.Document) error { docs = append(docs, d); return nil })
+	if err != nil || len(docs) != 7 {
+		t.Fatalf("%d documents, %v", len(docs), err)
+	}
+	for i, d := range docs {
+		if d.ExternalID != fmt.Sprintf("big-%d@acme.test", i) || reason(d) != "" || !strings.HasPrefix(d.Normalized.Body, fmt.Sprintf("From the log, part %d.\n", i)) ||
+			!strings.Contains(d.Normalized.Body, strings.Repeat("y", 100<<10)) {
+			t.Fatalf("message %d: %s %q %.80q", i, d.ExternalID, reason(d), d.Normalized.Body)
+		}
+	}
+	// The same bytes through Parse split the same way.
+	raw, _ := os.ReadFile("testdata/thread.mbox")
+	whole, _ := filedrop.Parse("thread.mbox", raw)
+	var streamed []store.Document
+	filedrop.ParseFrom("thread.mbox", strings.NewReader(string(raw)), func(d store.Document) error { streamed = append(streamed, d); return nil })
+	if len(whole) != 2 || len(streamed) != 2 || whole[0].ContentHash != streamed[0].ContentHash || string(whole[1].Raw) != string(streamed[1].Raw) {
+		t.Fatalf("Parse and ParseFrom differ: %d %d", len(whole), len(streamed))
+	}
+	// A mailbox that breaks off: the messages before the break, and the error.
+	docs = nil
+	err = filedrop.ParseFrom("cut.mbox", io.MultiReader(strings.NewReader(string(raw)), iotestErr{}), func(d store.Document) error { docs = append(docs, d); return nil })
+	if len(docs) != 2 || err == nil || !strings.Contains(err.Error(), "after 2 messages") {
+		t.Fatalf("broken off: %d documents, %v", len(docs), err)
+	}
+}
+
+type iotestErr struct{}
+
+func (iotestErr) Read([]byte) (int, error) { return 0, errors.New("disk read error") }

@@ -15,12 +15,12 @@ import (
 )
 
 // VisitFunc is called by Walk for each file: its name (relative to what
-// was walked; inside an archive, the member's path) and its content, or
-// the error that kept it from being read — a file that cannot be read is
-// still visited, so that it can be recorded rather than lost. Content is
-// read up to MaxFileBytes+1 bytes (Parse keeps what fits and says so). A
-// non-nil return stops the walk with that error.
-type VisitFunc func(name string, raw []byte, err error) error
+// was walked; inside an archive, the member's path) and a reader of its
+// content, valid until the call returns (ParseFrom reads it), or the error
+// that kept it from being opened — a file that cannot be opened is still
+// visited, so that it can be recorded rather than lost. A non-nil return
+// stops the walk with that error.
+type VisitFunc func(name string, content io.Reader, err error) error
 
 // Walk visits the files under root: a directory's files (recursively;
 // names starting with "." are skipped), a tar archive's regular members
@@ -69,8 +69,7 @@ func WalkFS(fsys fs.FS, dir string, visit VisitFunc) error {
 			return visit(p, nil, err)
 		}
 		defer f.Close()
-		raw, err := readAtMost(f)
-		return visit(p, raw, err)
+		return visit(p, f, nil)
 	})
 }
 
@@ -90,15 +89,14 @@ func Archive(name string) bool {
 // walkFile visits one file, or the members of an archive.
 func walkFile(p, name string, visit VisitFunc) error {
 	lower := strings.ToLower(name)
-	if !Archive(lower) {
-		raw, err := readFile(p)
-		return visit(name, raw, err)
-	}
 	f, err := os.Open(p)
 	if err != nil {
 		return visit(name, nil, err)
 	}
 	defer f.Close()
+	if !Archive(lower) {
+		return visit(name, f, nil)
+	}
 	var r io.Reader = f
 	if strings.HasSuffix(lower, ".gz") || strings.HasSuffix(lower, ".tgz") {
 		gz, err := gzip.NewReader(f)
@@ -109,8 +107,7 @@ func walkFile(p, name string, visit VisitFunc) error {
 		r = gz
 	}
 	if !strings.HasSuffix(lower, ".tar") && !strings.HasSuffix(lower, ".tar.gz") && !strings.HasSuffix(lower, ".tgz") {
-		raw, err := readAtMost(r) // x.mbox.gz: one gzipped file
-		return visit(strings.TrimSuffix(name, filepath.Ext(name)), raw, err)
+		return visit(strings.TrimSuffix(name, filepath.Ext(name)), r, nil) // x.mbox.gz: one gzipped file
 	}
 	tr := tar.NewReader(r)
 	for {
@@ -124,20 +121,10 @@ func walkFile(p, name string, visit VisitFunc) error {
 		if h.Typeflag != tar.TypeReg || strings.HasPrefix(path.Base(h.Name), ".") {
 			continue
 		}
-		raw, err := readAtMost(tr)
-		if err := visit(path.Clean(h.Name), raw, err); err != nil {
+		if err := visit(path.Clean(h.Name), tr, nil); err != nil {
 			return err
 		}
 	}
-}
-
-func readFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readAtMost(f)
 }
 
 // readAtMost reads r up to MaxFileBytes+1 bytes: enough for Parse to see
