@@ -117,11 +117,20 @@ func (t *Truth) File(name string, r io.Reader) error {
 		title := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
 		sum := sha256.Sum256([]byte(title))
 		t.item(Confluence, fmt.Sprintf("export:%x", sum[:8]))
-	case ".md", ".markdown", ".txt":
+	case ".txt":
+		br := bufio.NewReader(r)
+		if head, _ := br.Peek(4096); archiveHead.Match(head) { // a list archive in mbox form
+			return eachMessage(br, t.message)
+		}
+		t.item(File, filepath.ToSlash(name))
+	case ".md", ".markdown":
 		t.item(File, filepath.ToSlash(name))
 	}
 	return nil
 }
+
+// archiveHead is how a mailbox starts: a "From " line, then a header field.
+var archiveHead = regexp.MustCompile(`^From \S+.*\r?\n[A-Za-z][A-Za-z0-9-]*:`)
 
 // StripLinks returns a Jira REST payload without the issue links of the
 // named types (in any case), and whether it removed any; other payloads,

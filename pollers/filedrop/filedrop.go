@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -47,7 +48,7 @@ func Parse(name string, raw []byte) ([]store.Document, error) {
 	if !Supported(name) {
 		return nil, fmt.Errorf("%w: %s", ErrUnsupported, name)
 	}
-	if ext == ".mbox" { // split, not capped as a whole
+	if ext == ".mbox" || ext == ".txt" && looksLikeMbox(raw) { // split, not capped as a whole
 		var docs []store.Document
 		err := mbox(name, bytes.NewReader(raw), func(d store.Document) error { docs = append(docs, d); return nil })
 		return docs, err
@@ -118,8 +119,15 @@ func message(raw []byte) store.Document {
 // what was emitted stays, and the error says how far it got. An emit error
 // ends it too.
 func ParseFrom(name string, r io.Reader, emit func(store.Document) error) error {
-	if strings.ToLower(filepath.Ext(name)) == ".mbox" {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".mbox":
 		return mbox(name, r, emit)
+	case ".txt": // a list archive (Mailman writes 2022-August.txt) is a mailbox
+		br := bufio.NewReaderSize(r, 64<<10)
+		if head, _ := br.Peek(4096); looksLikeMbox(head) {
+			return mbox(name, br, emit)
+		}
+		r = br
 	}
 	raw, err := readAtMost(r)
 	if err != nil {
@@ -136,6 +144,12 @@ func ParseFrom(name string, r io.Reader, emit func(store.Document) error) error 
 	}
 	return nil
 }
+
+var mboxStart = regexp.MustCompile(`^From \S+.*\r?\n[A-Za-z][A-Za-z0-9-]*:`)
+
+// looksLikeMbox reports whether a file starts like a mailbox: a "From "
+// separator line, then a header field.
+func looksLikeMbox(head []byte) bool { return mboxStart.Match(head) }
 
 // mbox splits a mailbox at "From " separator lines that start the file or
 // follow a blank line (mboxrd: ">From " lines in bodies are unescaped),

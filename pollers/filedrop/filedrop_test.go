@@ -233,6 +233,15 @@ func TestMailboxIsStreamed(t *testing.T) {
 	if len(whole) != 2 || len(streamed) != 2 || whole[0].ContentHash != streamed[0].ContentHash || string(whole[1].Raw) != string(streamed[1].Raw) {
 		t.Fatalf("Parse and ParseFrom differ: %d %d", len(whole), len(streamed))
 	}
+	// A list archive written as .txt (Mailman's 2022-August.txt) is a
+	// mailbox; a note that starts with "From " in prose is not.
+	archive, _ := filedrop.Parse("2022-August.txt", raw)
+	var fromReader []store.Document
+	filedrop.ParseFrom("2022-August.txt", strings.NewReader(string(raw)), func(d store.Document) error { fromReader = append(fromReader, d); return nil })
+	note, _ := filedrop.Parse("note.txt", []byte("From the desk of Ann: lunch is at noon.\n"))
+	if len(archive) != 2 || archive[0].SourceType != store.SourceEmail || len(fromReader) != 2 || len(note) != 1 || note[0].SourceType != store.SourceFile {
+		t.Fatalf("archive %d, from a reader %d, note %+v", len(archive), len(fromReader), note)
+	}
 	// A mailbox that breaks off: the messages before the break, and the error.
 	docs = nil
 	err = filedrop.ParseFrom("cut.mbox", io.MultiReader(strings.NewReader(string(raw)), iotestErr{}), func(d store.Document) error { docs = append(docs, d); return nil })
