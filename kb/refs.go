@@ -2,11 +2,14 @@ package kb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/jervis-dev/jervis/internal/store"
 )
@@ -14,6 +17,25 @@ import (
 // MaxRefLen is the longest canonical ref accepted (bytes). Longer refs are
 // an error rather than silently truncated: truncation could merge entities.
 const MaxRefLen = 512
+
+// maxBoundedValue is the longest value BoundedRef keeps whole.
+const maxBoundedValue = 400
+
+// BoundedRef returns namespace:value as a ref that fits MaxRefLen: a value
+// up to 400 bytes as it is, a longer one (a URL with a long query, a
+// mailer's overlong Message-ID) as its first 400 bytes, "#" and a hash of
+// the whole value, so that two long values with one prefix stay two nodes.
+func BoundedRef(namespace, value string) string {
+	if len(value) <= maxBoundedValue {
+		return namespace + ":" + value
+	}
+	sum := sha256.Sum256([]byte(value))
+	cut := maxBoundedValue
+	for cut > 0 && !utf8.RuneStart(value[cut]) {
+		cut--
+	}
+	return namespace + ":" + value[:cut] + "#" + hex.EncodeToString(sum[:8])
+}
 
 // ErrBadRef means a ref cannot name a node: no namespace, nothing left of
 // the value after normalisation, or too long.

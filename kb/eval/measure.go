@@ -285,9 +285,10 @@ func (r *Report) completeness(ctx context.Context, env Env, t *Truth) error {
 }
 
 func ref(namespace, id string) string {
-	r, err := kb.ParseRef(namespace + ":" + id)
+	raw := kb.BoundedRef(namespace, id)
+	r, err := kb.ParseRef(raw)
 	if err != nil {
-		return namespace + ":" + id
+		return raw
 	}
 	return r.String()
 }

@@ -11,13 +11,10 @@
 package rules
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
@@ -29,31 +26,19 @@ import (
 // stays text.
 var Namespaces = []string{"email", "person", "jira", "project", "label", "version", "commit", "branch", "file", "page", "space", "link"}
 
-// maxLinkRef is the longest URL kept whole in a link ref (kb.MaxRefLen
-// bounds refs); longer ones keep a prefix and a hash of the whole URL.
-const maxLinkRef = 400
+// LinkRef returns the ref of a link's node (kb.BoundedRef: a long URL keeps
+// a prefix and a hash of the whole, so it stays a valid ref).
+func LinkRef(url string) string { return kb.BoundedRef("link", url) }
 
-// LinkRef returns the ref of a link's node: link: and the URL, or for a URL
-// longer than maxLinkRef bytes its first maxLinkRef bytes and a hash of the
-// whole, so that two long URLs with one prefix stay two nodes.
-func LinkRef(url string) string {
-	if len(url) <= maxLinkRef {
-		return "link:" + url
-	}
-	sum := sha256.Sum256([]byte(url))
-	cut := maxLinkRef
-	for cut > 0 && !utf8.RuneStart(url[cut]) {
-		cut--
-	}
-	return "link:" + url[:cut] + "#" + hex.EncodeToString(sum[:8])
-}
+// emailRef returns the ref of a message's node by its Message-ID.
+func emailRef(id string) string { return kb.BoundedRef("email", id) }
 
 // MainNode returns the ref of a document's own node.
 func MainNode(d store.Document) string {
 	m := d.Normalized.Metadata
 	switch d.SourceType {
 	case store.SourceEmail:
-		return "email:" + d.ExternalID
+		return emailRef(d.ExternalID)
 	case store.SourceJira:
 		return "jira:" + d.ExternalID
 	case store.SourceConfluence:
@@ -243,11 +228,11 @@ func replyChain(h *header, main, inReplyTo string, refs []string) {
 	if parent == "" && len(refs) > 0 {
 		parent = refs[len(refs)-1]
 	}
-	if parent != "" && "email:"+parent != main {
+	if parent != "" && emailRef(parent) != main {
 		if inReplyTo != "" {
-			h.rel(main, "replies_to", "email:"+parent, h.line("In-Reply-To", parent))
+			h.rel(main, "replies_to", emailRef(parent), h.line("In-Reply-To", parent))
 		} else {
-			h.rel(main, "replies_to", "email:"+parent, references())
+			h.rel(main, "replies_to", emailRef(parent), references())
 		}
 	}
 	if len(refs) == 0 {
@@ -260,10 +245,10 @@ func replyChain(h *header, main, inReplyTo string, refs []string) {
 	chain = chain[max(0, len(chain)-maxChain):]
 	for i := len(chain) - 1; i > 0; i-- {
 		if chain[i] != chain[i-1] {
-			h.rel("email:"+chain[i], "replies_to", "email:"+chain[i-1], references())
+			h.rel(emailRef(chain[i]), "replies_to", emailRef(chain[i-1]), references())
 		}
 	}
-	h.rel(main, "in_thread", "email:"+refs[0], h.line("Thread", refs[0]))
+	h.rel(main, "in_thread", emailRef(refs[0]), h.line("Thread", refs[0]))
 }
 
 type issueLink struct{ Type, Direction, Phrase, Key string }

@@ -224,3 +224,19 @@ func TestLinkRef(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A mailer's overlong Message-ID still names a valid node, the same one
+// from the message itself and from its replies.
+func TestStructureLongMessageID(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 600) + "@mail.example.test"
+	parent := rules.Structure(store.Document{SourceType: store.SourceEmail, ExternalID: long, Normalized: store.Normalized{Title: "x", Metadata: map[string]any{}}})
+	reply := rules.Structure(store.Document{SourceType: store.SourceEmail, ExternalID: "r@x", Normalized: store.Normalized{Title: "Re: x",
+		Metadata: map[string]any{"inReplyTo": long}}})
+	if len(reply.Relations) != 1 || reply.Relations[0].To != parent.MainNode {
+		t.Fatalf("reply %+v, parent %s", reply.Relations, parent.MainNode)
+	}
+	if _, err := kb.ParseRef(parent.MainNode); err != nil {
+		t.Fatal(err)
+	}
+}
