@@ -81,14 +81,21 @@ func poll(t *testing.T, src *git.Source, cursor string) (titles []string, next s
 	}
 }
 
-func TestCommitsArriveOnceInOrder(t *testing.T) {
-	t.Parallel()
+// branchedRepo is a repository with an initial commit, a feature branch
+// with one commit on it, and one more commit on master.
+func branchedRepo(t *testing.T) *repo {
 	r := newRepo(t)
 	r.commit("README.md", "Initial commit", 0)
 	r.checkout("feature", true)
 	r.commit("feature.go", "Add cropper downscaling (WEB-210)", 5)
 	r.checkout("master", false)
 	r.commit("deploy.sh", "Fix deploy script, fixes OPS-12", 10)
+	return r
+}
+
+func TestCommitsArriveOnceInOrder(t *testing.T) {
+	t.Parallel()
+	r := branchedRepo(t)
 
 	src, err := git.New(git.Config{URL: r.dir, Dir: filepath.Join(t.TempDir(), "clone"), Batch: 2})
 	if err != nil {
@@ -180,12 +187,7 @@ func TestIssueKeys(t *testing.T) {
 // brings the new commits.
 func TestBundleIsPolledLikeARepository(t *testing.T) {
 	t.Parallel()
-	r := newRepo(t)
-	r.commit("README.md", "Initial commit", 0)
-	r.checkout("feature", true)
-	r.commit("feature.go", "Add cropper downscaling (WEB-210)", 5)
-	r.checkout("master", false)
-	r.commit("deploy.sh", "Fix deploy script, fixes OPS-12", 10)
+	r := branchedRepo(t)
 	bundle := filepath.Join(t.TempDir(), "repo.bundle")
 	writeBundle(t, r.r, bundle)
 
