@@ -10,12 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb/eval"
@@ -180,8 +178,7 @@ const drainPoll = 500 * time.Millisecond
 // tasks finished; it returns when the last document was indexed and when
 // the last task was qualified, from its start.
 func (a *app) drain(ctx context.Context, st store.Store, k *embedded.KB) (indexed, qualified time.Duration, err error) {
-	ix, err := indexers.New(st, indexers.Config{Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
-		PollInterval: 20 * time.Millisecond, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+	ix, err := a.indexers(st)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -190,34 +187,21 @@ func (a *app) drain(ctx context.Context, st store.Store, k *embedded.KB) (indexe
 	if err != nil {
 		return 0, 0, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = ix.Run(runCtx) })
-	wg.Go(func() { _ = q.Run(runCtx) })
-	defer func() { stop(); wg.Wait() }()
 	start := time.Now()
 	bar := a.progress(-1, "indexing and qualifying")
-	for {
-		s, err := st.Stats(ctx)
-		if err != nil {
-			return 0, 0, err
-		}
+	err = runWhile(ctx, st, drainPoll, func(s store.Stats) bool {
 		docs := s.Documents[string(store.DocNew)] + s.Documents[string(store.DocIndexing)]
 		tasks := s.Tasks[string(store.TaskNew)] + s.Tasks[string(store.TaskRetry)] + s.Tasks[string(store.TaskQualifying)]
 		bar.Set(int(s.Tasks[string(store.TaskDone)] + s.Tasks[string(store.TaskReadyForGPU)] + s.Tasks[string(store.TaskFailed)]))
 		if docs == 0 && indexed == 0 {
 			indexed = time.Since(start)
 		}
-		if docs == 0 && tasks == 0 {
+		if docs+tasks == 0 {
 			bar.Finish()
-			return indexed, time.Since(start), nil
 		}
-		select {
-		case <-ctx.Done():
-			return 0, 0, ctx.Err()
-		case <-time.After(drainPoll):
-		}
-	}
+		return docs+tasks == 0
+	}, ix, q)
+	return indexed, time.Since(start), err
 }
 
 // logf writes a progress line to stderr (CI logs show where the time went).

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
 )
@@ -265,32 +266,55 @@ func countFiles(paths []string) int {
 
 // indexAll runs the indexer loop until no document is NEW or INDEXING.
 func (a *app) indexAll(ctx context.Context, st store.Store) error {
-	ix, err := indexers.New(st, indexers.Config{Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
-		PollInterval: 20 * time.Millisecond, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+	ix, err := a.indexers(st)
 	if err != nil {
 		return err
 	}
+	first, err := st.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	bar := a.progress(int(first.Documents["NEW"]), "indexing")
+	return runWhile(ctx, st, 100*time.Millisecond, func(s store.Stats) bool {
+		waiting := s.Documents["NEW"] + s.Documents["INDEXING"]
+		bar.Set(max(0, int(first.Documents["NEW"]-waiting)))
+		if waiting == 0 {
+			bar.Finish()
+		}
+		return waiting == 0
+	}, ix)
+}
+
+// indexers returns the indexer loop as configured, polling often (a
+// command that waits for it).
+func (a *app) indexers(st store.Store) (*worker.Worker[store.Document], error) {
+	return indexers.New(st, indexers.Config{Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
+		PollInterval: 20 * time.Millisecond, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+}
+
+// runWhile runs the loops until done accepts the store's counts (read
+// every poll), then stops them and waits for them.
+func runWhile(ctx context.Context, st interface {
+	Stats(context.Context) (store.Stats, error)
+}, poll time.Duration, done func(store.Stats) bool, loops ...interface{ Run(context.Context) error }) error {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = ix.Run(runCtx) })
+	for _, l := range loops {
+		wg.Go(func() { _ = l.Run(runCtx) })
+	}
 	defer func() { stop(); wg.Wait() }()
-	stats, _ := st.Stats(ctx)
-	bar := a.progress(int(stats.Documents["NEW"]), "indexing")
 	for {
 		s, err := st.Stats(ctx)
 		if err != nil {
 			return err
 		}
-		waiting := s.Documents["NEW"] + s.Documents["INDEXING"]
-		bar.Set(max(0, int(stats.Documents["NEW"]-waiting)))
-		if waiting == 0 {
-			bar.Finish()
+		if done(s) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
 }
