@@ -59,7 +59,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			for _, e := range evs {
-				b, _ := json.Marshal(e)
+				b, _ := json.Marshal(s.clientEvent(e))
 				fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b)
 				seq = e.Seq
 			}

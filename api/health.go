@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -51,8 +52,8 @@ func Routes(mux *http.ServeMux, timeout time.Duration, checks ...Check) {
 		for _, c := range checks {
 			wg.Go(func() {
 				res := CheckResult{OK: true}
-				if err := c.Ping(ctx); err != nil {
-					res = CheckResult{Error: err.Error()}
+				if err := c.Ping(ctx); err != nil { // anyone may read /readyz
+					res = CheckResult{Error: redact.ForClient(err.Error())}
 				}
 				mu.Lock()
 				h.Checks[c.Name] = res
@@ -89,7 +90,7 @@ func Backends(ctx context.Context, timeout time.Duration, checks []Check) []stor
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			if err := c.Ping(cctx); err != nil {
-				out[i].OK, out[i].Error = false, err.Error()
+				out[i].OK, out[i].Error = false, redact.Text(err.Error())
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
@@ -49,6 +50,9 @@ type Config struct {
 	// 250ms); KeepAlive how long it stays silent at most (default 15s).
 	EventPoll, KeepAlive time.Duration
 	Logger               *slog.Logger
+	// Redactor removes secrets from what leaves through the API (nil: the
+	// URL rule only; see internal/redact).
+	Redactor *redact.Redactor
 }
 
 // Server is the REST API: /api/v1 for one client's key, /admin/v1 for admin

@@ -198,6 +198,9 @@ func (s *Server) documents(r *http.Request, p Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i, d := range docs {
+		docs[i] = s.clientDocument(d)
+	}
 	return page(docs, limit, func(d store.Document) store.Position { return store.Position{UpdatedAt: d.UpdatedAt, ID: d.ID} }), nil
 }
 
@@ -217,6 +220,9 @@ func (s *Server) tasks(r *http.Request, p Principal) (any, error) {
 	ts, err := s.cfg.Store.ListTasks(r.Context(), store.TaskQuery{Client: p.Client, State: state, Kind: kind, Limit: limit, After: after})
 	if err != nil {
 		return nil, err
+	}
+	for i, t := range ts {
+		ts[i] = s.clientTask(t)
 	}
 	return page(ts, limit, func(t store.Task) store.Position { return store.Position{UpdatedAt: t.UpdatedAt, ID: t.ID} }), nil
 }
@@ -260,7 +266,7 @@ func (s *Server) document(r *http.Request, p Principal) (any, error) {
 		return nil, err
 	}
 	d.Raw = nil // the normalized form is what a UI shows; raw bytes can be large
-	return d, nil
+	return s.clientDocument(d), nil
 }
 
 // TaskView is a task with its memory and its events.
@@ -275,7 +281,7 @@ func (s *Server) task(r *http.Request, p Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := TaskView{Task: t}
+	v := TaskView{Task: s.clientTask(t)}
 	switch mem, err := s.cfg.Store.GetTaskMemory(r.Context(), p.Client, t.ID); {
 	case err == nil:
 		v.Memory = &mem
@@ -284,6 +290,9 @@ func (s *Server) task(r *http.Request, p Principal) (any, error) {
 	}
 	if v.Events, err = s.cfg.Store.ListEvents(r.Context(), store.EventQuery{Client: p.Client, AggregateID: t.ID}); err != nil {
 		return nil, err
+	}
+	for i, e := range v.Events {
+		v.Events[i] = s.clientEvent(e)
 	}
 	return v, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -51,6 +52,11 @@ type Config struct {
 	// Observe, when set, is told how each poll ended: EventPollFinished or
 	// EventPollFailed, with its result (metrics).
 	Observe func(connection, outcome string, r PollResult)
+	// Redact removes secrets from a failed poll's error before it is
+	// logged or recorded (default redact.Text: URL userinfo and secret
+	// query values; give it a redact.Redactor's Text to remove the
+	// connections' own tokens too, as a server may echo them back).
+	Redact func(string) string
 }
 
 // Scheduler runs every connection's polls. Create it with NewScheduler, then
@@ -91,6 +97,9 @@ func NewScheduler(cfg Config, conns ...Connection) (*Scheduler, error) {
 	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, 5*time.Second)
 	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, 10*time.Minute)
 	cfg.MaxPages = cmp.Or(cfg.MaxPages, 100)
+	if cfg.Redact == nil {
+		cfg.Redact = redact.Text
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -176,8 +185,9 @@ func (s *Scheduler) loop(ctx context.Context, c *conn) {
 			delay = ra
 		}
 		next = time.Now().Add(delay)
-		log.WarnContext(ctx, "poll failed", "err", err, "retry_in", delay.Round(time.Millisecond), "failures", failures)
-		s.record(ctx, c, EventPollFailed, PollResult{Error: err.Error(), RetryIn: delay.Round(time.Millisecond).String()})
+		msg := s.cfg.Redact(err.Error())
+		log.WarnContext(ctx, "poll failed", "err", msg, "retry_in", delay.Round(time.Millisecond), "failures", failures)
+		s.record(ctx, c, EventPollFailed, PollResult{Error: msg, RetryIn: delay.Round(time.Millisecond).String()})
 	}
 }
 

@@ -27,7 +27,7 @@ func BenchmarkImport(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			a := &app{cfg: config.Default(), stderr: io.Discard, log: newLogger(io.Discard, config.Log{Level: "error"})}
+			a := &app{cfg: config.Default(), stderr: io.Discard, log: newLogger(io.Discard, config.Log{Level: "error"}, nil)}
 			b.ResetTimer()
 			start := time.Now()
 			sum, err := a.importPaths(context.Background(), st, "bench", []string{in}, false)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jervis-dev/jervis/internal/config"
+	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/mongo"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
@@ -33,7 +34,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "jervis:", err)
+		fmt.Fprintln(stderr, "jervis:", a.redactor.Text(err.Error()))
 		return 1
 	}
 	return 0
@@ -51,6 +52,9 @@ type app struct {
 
 	cfg config.Config
 	log *slog.Logger
+	// redactor removes secrets from everything that leaves the process:
+	// logs, errors, events (the configuration's secrets by value too).
+	redactor *redact.Redactor
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -95,7 +99,9 @@ func (a *app) load(cmd *cobra.Command) error {
 		return err
 	}
 	a.cfg = cfg
-	a.log = newLogger(a.stderr, cfg.Log)
+	secrets, users := cfg.Secrets(a.environ)
+	a.redactor = redact.New(secrets, users...)
+	a.log = newLogger(a.stderr, cfg.Log, a.redactor)
 	return nil
 }
 
@@ -116,14 +122,17 @@ func applyCommandFlags(cmd *cobra.Command, cfg *config.Config) {
 	}
 }
 
-func newLogger(w io.Writer, c config.Log) *slog.Logger {
+// newLogger returns the process's logger: every line passes through r
+// (no secret is ever logged).
+func newLogger(w io.Writer, c config.Log, r *redact.Redactor) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(r.Handler(h))
 }
 
 // openStore opens the configured pipeline store. With mustExist it refuses

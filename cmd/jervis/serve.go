@@ -180,7 +180,7 @@ func (a *app) serve(parent context.Context) error {
 		if rate == 0 {
 			rate = -1 // no limit
 		}
-		ac := api.Config{Store: st, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
+		ac := api.Config{Store: st, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, Redactor: a.redactor, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
 			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log, Checks: checks}
 		if monitor != nil { // the executor yields to this API's users
 			ac.Tracker = monitor
@@ -356,7 +356,13 @@ func (a *app) scheduler(st pollers.Store, wake func(), observe func(string, stri
 			}
 		case "git":
 			sourceType = store.SourceGit
-			src, err = git.New(git.Config{URL: c.Git.URL, Dir: filepath.Join(a.cfg.DataDir, "git", c.ID), Branches: c.Git.Branches})
+			if c.Git.TokenEnv != "" || c.Git.TokenFile != "" {
+				secret, err = config.Secret(c.Git.TokenEnv, c.Git.TokenFile, a.environ)
+			}
+			if err == nil {
+				src, err = git.New(git.Config{URL: c.Git.URL, Dir: filepath.Join(a.cfg.DataDir, "git", c.ID), Branches: c.Git.Branches,
+					Username: c.Git.Username, Token: secret})
+			}
 		case "filedrop":
 			src, err = filedrop.New(c.Filedrop.Path, 0)
 		}
@@ -369,5 +375,5 @@ func (a *app) scheduler(st pollers.Store, wake func(), observe func(string, stri
 	if len(conns) == 0 {
 		a.log.Info("no connections configured; the pollers role has nothing to poll (see connections in deploy/jervis.example.yaml)")
 	}
-	return pollers.NewScheduler(pollers.Config{Store: st, Stored: wake, Logger: a.log, Observe: observe}, conns...)
+	return pollers.NewScheduler(pollers.Config{Store: st, Stored: wake, Logger: a.log, Observe: observe, Redact: a.redactor.Text}, conns...)
 }

@@ -94,9 +94,15 @@ type Confluence struct {
 }
 
 // Git configures a git connection (the clone lives in the data directory).
+// An HTTPS remote that needs a token reads it from token_env or token_file
+// (with username, default "git"), so that no secret is written in the URL;
+// a URL with userinfo still works, and its secret is never echoed.
 type Git struct {
-	URL      string   `yaml:"url"`
-	Branches []string `yaml:"branches"` // default: all
+	URL       string   `yaml:"url"`
+	Branches  []string `yaml:"branches"` // default: all
+	Username  string   `yaml:"username"`
+	TokenEnv  string   `yaml:"token_env"`
+	TokenFile string   `yaml:"token_file"`
 }
 
 // IMAP configures an imap connection. The password is read from an
@@ -150,6 +156,57 @@ func Secret(env, file string, environ []string) (string, error) {
 		return strings.TrimRight(string(b), "\r\n"), nil
 	}
 	return "", errors.New("no secret configured (password_env or password_file)")
+}
+
+// Secrets returns every secret value the configuration gives the process —
+// the connections' passwords and tokens (from their variables and files,
+// and written in their URLs), the store's and the graph's passwords, the
+// API keys of the environment — and the user names that go with them in
+// Basic auth, for a redact.Redactor. Secrets it cannot read are left out
+// (start-up reports those).
+func (c Config) Secrets(environ []string) (secrets, users []string) {
+	addURL := func(raw string) {
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			p, _ := u.User.Password()
+			secrets = append(secrets, u.User.Username(), p)
+		}
+	}
+	add := func(env, file string) {
+		if (env != "" || file != "") && !(env != "" && file != "") {
+			if v, err := Secret(env, file, environ); err == nil {
+				secrets = append(secrets, v)
+			}
+		}
+	}
+	for _, conn := range c.Connections {
+		switch conn.Type {
+		case "imap":
+			add(conn.IMAP.PasswordEnv, conn.IMAP.PasswordFile)
+			users = append(users, conn.IMAP.Username)
+		case "jira":
+			add(conn.Jira.TokenEnv, conn.Jira.TokenFile)
+			addURL(conn.Jira.URL)
+			users = append(users, conn.Jira.Username)
+		case "confluence":
+			add(conn.Confluence.TokenEnv, conn.Confluence.TokenFile)
+			addURL(conn.Confluence.URL)
+			users = append(users, conn.Confluence.Username)
+		case "git":
+			add(conn.Git.TokenEnv, conn.Git.TokenFile)
+			addURL(conn.Git.URL)
+			users = append(users, conn.Git.Username)
+		}
+	}
+	addURL(c.Store.Mongo.URI)
+	for _, name := range SecretEnvVars {
+		if v, ok := LookupEnv(name, environ); ok {
+			secrets = append(secrets, v)
+		}
+	}
+	if v, ok := LookupEnv("JERVIS_STORE_MONGO_URI", environ); ok {
+		addURL(v)
+	}
+	return secrets, users
 }
 
 // Qualifier tunes the qualifier.
@@ -635,6 +692,9 @@ func (c Config) Validate() error {
 		case "git":
 			if conn.Git.URL == "" {
 				bad(key+".git.url", "required")
+			}
+			if conn.Git.TokenEnv != "" && conn.Git.TokenFile != "" {
+				bad(key+".git", "set at most one of token_env and token_file")
 			}
 		case "filedrop":
 			if conn.Filedrop.Path == "" {

@@ -3,6 +3,8 @@ package worker
 import (
 	"errors"
 	"fmt"
+
+	"github.com/jervis-dev/jervis/internal/redact"
 )
 
 var (
@@ -60,7 +62,8 @@ func Classify(class string, permanent, recoverable bool, err error) error {
 	return &Error{Class: class, Permanent: permanent, Recoverable: recoverable, Err: err}
 }
 
-// describe turns a handler error into a failure description.
+// describe turns a handler error into a failure description; its message
+// is stored and shown, so URL secrets are removed from it (redact.Text).
 func describe(err error) (f Failure, permanent bool) {
 	var we *Error
 	if errors.As(err, &we) {
@@ -69,9 +72,9 @@ func describe(err error) (f Failure, permanent bool) {
 		if we == err {
 			msg = we.Err.Error()
 		}
-		return Failure{Class: we.Class, Message: msg, Recoverable: we.Recoverable}, we.Permanent
+		return Failure{Class: we.Class, Message: redact.Text(msg), Recoverable: we.Recoverable}, we.Permanent
 	}
-	return Failure{Class: ClassTransient, Message: err.Error(), Recoverable: true}, false
+	return Failure{Class: ClassTransient, Message: redact.Text(err.Error()), Recoverable: true}, false
 }
 
 type panicError struct{ v any }

@@ -28,17 +28,25 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
+	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/pollers"
 )
 
 // Config configures a Source.
 type Config struct {
-	URL      string   // remote URL or local path
+	URL      string   // remote URL, local path or Git bundle file
 	Dir      string   // where the clone lives (created on first poll)
 	Branches []string // default: every branch of the remote
 	Batch    int      // commits per poll page (default 500)
+	// Token, when set, authenticates an HTTP(S) remote (Basic auth with
+	// Username, default "git": what GitHub, GitLab and Gitea accept with a
+	// personal access token), so the URL needs no userinfo. A URL with
+	// userinfo is used as it is; errors never show its secret.
+	Username, Token string
 }
 
 // Source polls one repository.
@@ -106,6 +114,15 @@ func (s *Source) remote() (string, error) {
 	return dir, nil
 }
 
+// auth is the token's Basic auth for an HTTP(S) remote (nil: none, or the
+// URL's own userinfo).
+func (s *Source) auth() transport.AuthMethod {
+	if s.cfg.Token == "" || !strings.HasPrefix(s.cfg.URL, "http://") && !strings.HasPrefix(s.cfg.URL, "https://") {
+		return nil
+	}
+	return &githttp.BasicAuth{Username: cmp.Or(s.cfg.Username, "git"), Password: s.cfg.Token}
+}
+
 // open clones the repository on first use and fetches it afterwards.
 func (s *Source) open(ctx context.Context) (*gogit.Repository, error) {
 	url, err := s.remote()
@@ -117,18 +134,18 @@ func (s *Source) open(ctx context.Context) (*gogit.Repository, error) {
 		if err := os.MkdirAll(s.cfg.Dir, 0o750); err != nil {
 			return nil, fmt.Errorf("git: %w", err)
 		}
-		repo, err = gogit.PlainCloneContext(ctx, s.cfg.Dir, true, &gogit.CloneOptions{URL: url, NoCheckout: true, Tags: gogit.NoTags})
+		repo, err = gogit.PlainCloneContext(ctx, s.cfg.Dir, true, &gogit.CloneOptions{URL: url, Auth: s.auth(), NoCheckout: true, Tags: gogit.NoTags})
 		if err != nil {
 			os.RemoveAll(s.cfg.Dir)
-			return nil, fmt.Errorf("git: clone %s: %w", s.cfg.URL, err)
+			return nil, fmt.Errorf("git: clone %s: %w", redact.URL(s.cfg.URL), errors.New(redact.Text(err.Error())))
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("git: open %s: %w", s.cfg.Dir, err)
 	}
 	// Every branch of the remote as a local branch (a clone has HEAD's only).
-	err = repo.FetchContext(ctx, &gogit.FetchOptions{RemoteURL: url, RefSpecs: []config.RefSpec{"+refs/heads/*:refs/heads/*"}, Tags: gogit.NoTags, Force: true})
+	err = repo.FetchContext(ctx, &gogit.FetchOptions{RemoteURL: url, Auth: s.auth(), RefSpecs: []config.RefSpec{"+refs/heads/*:refs/heads/*"}, Tags: gogit.NoTags, Force: true})
 	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
-		return nil, fmt.Errorf("git: fetch %s: %w", s.cfg.URL, err)
+		return nil, fmt.Errorf("git: fetch %s: %w", redact.URL(s.cfg.URL), errors.New(redact.Text(err.Error())))
 	}
 	return repo, nil
 }
@@ -200,7 +217,7 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 		budget -= len(commits)
 		heads[br] = moved.String()
 		if moved == head { // caught up: record where the branch is
-			batch.Documents = append(batch.Documents, branchDocument(s.cfg.URL, br, head))
+			batch.Documents = append(batch.Documents, branchDocument(redact.URL(s.cfg.URL), br, head))
 		}
 	}
 	b, _ := json.Marshal(heads)

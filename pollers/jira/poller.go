@@ -13,6 +13,7 @@ import (
 
 	gojira "github.com/andygrunwald/go-jira"
 
+	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/pollers"
 )
 
@@ -199,11 +200,11 @@ func keyAfter(a, b string) bool {
 // fail turns an HTTP failure into an error; 429 and 503 say when to retry.
 func (s *Source) fail(resp *gojira.Response, err error) error {
 	if resp == nil || resp.Response == nil {
-		return fmt.Errorf("jira: %s: %w", s.cfg.BaseURL, err)
+		return fmt.Errorf("jira: %s: %w", redact.URL(s.cfg.BaseURL), err)
 	}
 	code := resp.StatusCode
 	retry := resp.Header.Get("Retry-After")
-	err = fmt.Errorf("jira: %s: HTTP %d: %w", s.cfg.BaseURL, code, gojira.NewJiraError(resp, err))
+	err = fmt.Errorf("jira: %s: HTTP %d: %w", redact.URL(s.cfg.BaseURL), code, gojira.NewJiraError(resp, err))
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 		d := 30 * time.Second
 		if n, perr := strconv.Atoi(retry); perr == nil && n >= 0 {

@@ -47,6 +47,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/options"
 	"go.mongodb.org/mongo-driver/mongo/readpref"
 
+	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -138,17 +139,9 @@ func databaseOf(uri string) string {
 	return "jervis"
 }
 
-// Redact drops the password from a URI for messages and logs.
-func Redact(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil {
-		return "(unparsable URI)"
-	}
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	return u.String()
-}
+// Redact returns a URI as messages and logs may show it: without its
+// userinfo and query-string secrets (redact.URL).
+func Redact(uri string) string { return redact.URL(uri) }
 
 func (s *Store) ensureIndexes(ctx context.Context) error {
 	idx := func(keys bson.D, unique bool, name string) mgo.IndexModel {
