@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/qualifier/linksafety"
 	"github.com/jervis-dev/jervis/pollers"
 )
 
@@ -146,7 +147,10 @@ func (s *Server) linkPatterns(r *http.Request, _ Principal) (any, error) {
 // LinkPatternRequest adds or removes one link-safety pattern.
 type LinkPatternRequest struct {
 	Kind    string `json:"kind"`    // allow or block
-	Pattern string `json:"pattern"` // a domain (and its subdomains) or a URL prefix
+	// Pattern is a host name (it and its subdomains), "*.example.com" (its
+	// subdomains only) or an http(s) URL (that scheme, host and port, and
+	// the paths under its path): see linksafety.ValidatePattern.
+	Pattern string `json:"pattern"`
 }
 
 func (s *Server) linkPattern(r *http.Request) (store.LinkPattern, error) {
@@ -165,6 +169,9 @@ func (s *Server) addLinkPattern(r *http.Request, _ Principal) (any, error) {
 	p, err := s.linkPattern(r)
 	if err != nil {
 		return nil, err
+	}
+	if err := linksafety.ValidatePattern(p.Pattern); err != nil {
+		return nil, invalid("pattern", err.Error())
 	}
 	if err := s.cfg.Store.AddLinkPattern(r.Context(), p); err != nil {
 		return nil, err

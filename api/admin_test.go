@@ -53,6 +53,11 @@ func TestAdminManagesClientsKeysAndLinkPatterns(t *testing.T) {
 	if _, body := call(t, "GET", f.url+"/admin/v1/clients/acme/link-patterns", f.admin, ""); len(body["items"].([]any)) != 1 {
 		t.Fatalf("patterns: %v", body)
 	}
+	for _, bad := range []string{`ftp://files.acme.test`, `https://user:pw@acme.test`, `acme.test/path`, `a b.test`} {
+		if code, body := call(t, "POST", f.url+"/admin/v1/clients/acme/link-patterns", f.admin, `{"kind":"block","pattern":"`+bad+`"}`); code != http.StatusBadRequest {
+			t.Errorf("pattern %q: %d %v", bad, code, body)
+		}
+	}
 	if _, body := call(t, "GET", f.url+"/admin/v1/clients/globex/link-patterns", f.admin, ""); len(body["items"].([]any)) != 0 {
 		t.Fatalf("globex sees acme's patterns: %v", body)
 	}

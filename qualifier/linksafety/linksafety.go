@@ -2,18 +2,24 @@
 // fetched, and fetches the ones that may through a guarded HTTP client.
 //
 // Classify: a link matching a built-in unsafe pattern (credentials in the
-// URL, an IP-literal host, an executable or archive download) is BLOCKED; a
-// client's block patterns make it UNSAFE and its allow patterns SAFE (a
-// domain pattern matches the domain and its subdomains; a pattern with a
-// scheme matches URLs that start with it; block wins); anything else is
-// UNCERTAIN.
+// URL, an IP-literal host, an executable or archive download, an action
+// link) is BLOCKED; a client's block patterns make it UNSAFE and its allow
+// patterns SAFE (block wins); anything else is UNCERTAIN. Links and
+// patterns are compared parsed, never as text: a host name pattern matches
+// the host and its subdomains on label boundaries, "*.acme.com" only the
+// subdomains, a URL pattern its scheme, host, port and the paths under its
+// path (ValidatePattern); hosts lower-cased, IDNA-normalised and without a
+// trailing dot, paths and queries percent-decoded.
 //
-// Fetcher: resolves the host itself and refuses loopback, private,
-// link-local (cloud metadata at 169.254.169.254 included), unique-local,
-// multicast, unspecified and shared (100.64/10) addresses unless the
-// Fetcher explicitly allows them; it dials the address it checked, so a
-// second DNS answer cannot slip past the check; every redirect (at most
-// MaxRedirects) is checked again; the body is capped at MaxBytes, the whole
+// Fetcher: resolves the host itself and refuses every address that is not
+// globally reachable by the IANA IPv4 and IPv6 special-purpose registries
+// (loopback, private, link-local with the cloud metadata service,
+// unique-local, site-local, CGNAT, benchmarking, documentation, reserved,
+// multicast, …), after unwrapping the IPv4 address an IPv6 one carries
+// (IPv4-mapped and -compatible, NAT64, 6to4, Teredo: 64:ff9b::a9fe:a9fe is
+// the metadata service); it dials the address it checked, so a second DNS
+// answer cannot slip past the check; every redirect (at most MaxRedirects)
+// is checked again when it is dialled; the body is capped at MaxBytes, the whole
 // fetch at Timeout, and only HTML and text content types are read. HTML is
 // converted to Markdown-flavoured text.
 package linksafety
@@ -36,6 +42,7 @@ import (
 	"time"
 
 	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
+	"golang.org/x/net/idna"
 
 	"github.com/jervis-dev/jervis/internal/store"
 )
@@ -65,20 +72,32 @@ var secretParams = []string{"token", "access_token", "auth", "sig", "signature",
 var riskyExtensions = []string{".exe", ".msi", ".dmg", ".scr", ".bat", ".cmd", ".ps1", ".jar", ".apk", ".zip", ".rar", ".7z", ".iso"}
 
 // Classify decides what may happen to rawURL for a client with patterns.
+// It reads the URL as a browser would follow it: the host lower-cased,
+// IDNA-normalised and without a trailing dot, the path and query
+// percent-decoded, so that neither `secret.acme.com.` nor `/log%69n`
+// slips past a check.
 func Classify(rawURL string, patterns []store.LinkPattern) (Verdict, string) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return Blocked, "not an http(s) URL"
 	}
+	host, err := NormalizeHost(u.Hostname())
+	if err != nil {
+		return Blocked, "host " + err.Error()
+	}
+	decodedQuery, err := url.QueryUnescape(u.RawQuery)
+	if err != nil {
+		decodedQuery = u.RawQuery
+	}
 	switch {
 	case u.User != nil:
 		return Blocked, "credentials in the URL"
-	case isIPLiteral(u.Hostname()):
-		return Blocked, "IP-literal host " + u.Hostname()
+	case isIPLiteral(host):
+		return Blocked, "IP-literal host " + host
 	case slices.Contains(riskyExtensions, strings.ToLower(path.Ext(u.Path))):
 		return Blocked, "executable or archive download (" + path.Ext(u.Path) + ")"
 	}
-	if m := actionWords.FindStringSubmatch(strings.ToLower(u.EscapedPath() + "?" + u.RawQuery)); m != nil {
+	if m := actionWords.FindStringSubmatch(strings.ToLower(u.Path + "?" + decodedQuery)); m != nil {
 		return Blocked, "an action link (" + m[2] + ")"
 	}
 	for k := range u.Query() {
@@ -86,29 +105,104 @@ func Classify(rawURL string, patterns []store.LinkPattern) (Verdict, string) {
 			return Blocked, "a credential in the query (" + k + ")"
 		}
 	}
-	host := strings.ToLower(u.Hostname())
-	match := func(p string) bool {
-		if strings.Contains(p, "://") {
-			return strings.HasPrefix(strings.ToLower(rawURL), p)
-		}
-		return host == p || strings.HasSuffix(host, "."+p)
-	}
 	for _, p := range patterns {
-		if p.Kind == store.LinkBlock && match(p.Pattern) {
+		if p.Kind == store.LinkBlock && matchPattern(p.Pattern, u, host) {
 			return Unsafe, "block pattern " + p.Pattern
 		}
 	}
 	for _, p := range patterns {
-		if p.Kind == store.LinkAllow && match(p.Pattern) {
+		if p.Kind == store.LinkAllow && matchPattern(p.Pattern, u, host) {
 			return Safe, "allow pattern " + p.Pattern
 		}
 	}
 	return Uncertain, "no pattern matches " + host
 }
 
+// NormalizeHost returns a host name as links are compared by it: lower-
+// cased, IDNA-normalised to its ASCII form (bücher.example →
+// xn--bcher-kva.example) and without a trailing dot.
+func NormalizeHost(h string) (string, error) {
+	h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+	if isIPLiteral(h) {
+		return h, nil
+	}
+	a, err := idna.Lookup.ToASCII(h)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a valid host name: %v", h, err)
+	}
+	return a, nil
+}
+
+// ValidatePattern checks a link pattern: a host name ("acme.com": it and
+// its subdomains), "*.acme.com" (its subdomains only), or an http(s) URL
+// prefix ("https://wiki.acme.com/docs": that scheme, host and port, and
+// paths under /docs; its host may start with "*.").
+func ValidatePattern(p string) error {
+	p = strings.TrimSpace(p)
+	if strings.Contains(p, "://") {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil {
+			return fmt.Errorf("pattern %q is not an http(s) URL with a host (and no credentials)", p)
+		}
+		_, err = NormalizeHost(strings.TrimPrefix(u.Hostname(), "*."))
+		return err
+	}
+	if p == "" || strings.ContainsAny(p, "/?#@ ") {
+		return fmt.Errorf("pattern %q is neither a host name nor an http(s) URL", p)
+	}
+	_, err := NormalizeHost(strings.TrimPrefix(p, "*."))
+	return err
+}
+
+// matchHost matches a normalised host against a pattern's: equal, or with
+// "*.suffix" a subdomain of suffix, on label boundaries; with subdomains,
+// a plain name matches its subdomains too.
+func matchHost(pattern, host string, subdomains bool) bool {
+	if rest, ok := strings.CutPrefix(pattern, "*."); ok {
+		rest, err := NormalizeHost(rest)
+		return err == nil && strings.HasSuffix(host, "."+rest)
+	}
+	pattern, err := NormalizeHost(pattern)
+	if err != nil {
+		return false
+	}
+	return host == pattern || subdomains && strings.HasSuffix(host, "."+pattern)
+}
+
+// matchPattern matches a link (parsed, its host normalised) against one
+// pattern (see ValidatePattern). A URL pattern is matched by its parts, not
+// as a prefix of the text: https://wiki.acme.com does not match
+// https://wiki.acme.com.evil.net/.
+func matchPattern(p string, u *url.URL, host string) bool {
+	p = strings.TrimSpace(p)
+	if !strings.Contains(p, "://") {
+		return matchHost(p, host, true)
+	}
+	pu, err := url.Parse(p)
+	if err != nil || !strings.EqualFold(pu.Scheme, u.Scheme) || !matchHost(strings.ToLower(pu.Hostname()), host, false) {
+		return false
+	}
+	if effectivePort(pu) != effectivePort(u) {
+		return false
+	}
+	prefix := strings.TrimSuffix(strings.ToLower(pu.Path), "/")
+	linkPath := strings.ToLower(u.Path)
+	return prefix == "" || linkPath == prefix || strings.HasPrefix(linkPath, prefix+"/")
+}
+
 func isIPLiteral(host string) bool {
 	_, err := netip.ParseAddr(strings.Trim(host, "[]"))
 	return err == nil
+}
+
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
 }
 
 // Resolver looks up a host's addresses (net.DefaultResolver does).
@@ -135,27 +229,14 @@ type Page struct {
 	Text        string // Markdown-flavoured text
 }
 
-// allowed reports why addr may not be dialled ("" = it may).
+// refuse says why addr may not be dialled ("" = it may): every address
+// that is not globally reachable (nonGlobal), loopback only when the
+// Fetcher allows it (tests).
 func (f *Fetcher) refuse(addr netip.Addr) string {
-	addr = addr.Unmap()
-	switch {
-	case addr.IsLoopback():
-		if f.AllowLoopback {
-			return ""
-		}
-		return "loopback address"
-	case addr.IsPrivate():
-		return "private address"
-	case addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast():
-		return "link-local address (cloud metadata lives here)"
-	case addr.IsMulticast() || addr.IsInterfaceLocalMulticast():
-		return "multicast address"
-	case addr.IsUnspecified():
-		return "unspecified address"
-	case netip.MustParsePrefix("100.64.0.0/10").Contains(addr), netip.MustParsePrefix("0.0.0.0/8").Contains(addr):
-		return "shared or reserved address"
+	if f.AllowLoopback && addr.Unmap().IsLoopback() {
+		return ""
 	}
-	return ""
+	return nonGlobal(addr)
 }
 
 // dial resolves host and connects to the first address that passes.

@@ -132,3 +132,96 @@ func TestFetcherFetchesASafePage(t *testing.T) {
 		t.Fatalf("page: %+v", page)
 	}
 }
+
+// A redirect to a host that resolves to any refused class is refused when
+// it is dialled.
+func TestRedirectToEveryRefusedClassIsRefused(t *testing.T) {
+	t.Parallel()
+	refused := []string{"0.0.0.1", "10.0.0.1", "100.64.0.1", "169.254.169.254", "172.16.0.1", "192.0.0.8", "192.0.2.1", "192.168.0.1",
+		"198.18.0.1", "198.51.100.1", "203.0.113.1", "224.0.0.1", "240.0.0.1", "255.255.255.255", "::", "fe80::1", "fc00::1", "fec0::1",
+		"ff02::1", "100::1", "2001:db8::1", "3fff::1", "5f00::1", "64:ff9b:1::1", "::ffff:10.0.0.1", "::10.0.0.1", "64:ff9b::a9fe:a9fe",
+		"2002:a9fe:a9fe::", "2001:0:a00:1::1"}
+	r := resolver{}
+	mux := http.NewServeMux()
+	for i, a := range refused {
+		host := fmt.Sprintf("r%d.test", i)
+		r[host] = []netip.Addr{netip.MustParseAddr(a)}
+		mux.HandleFunc(fmt.Sprintf("/to/%d", i), func(w http.ResponseWriter, req *http.Request) {
+			http.Redirect(w, req, "http://"+host+"/", http.StatusFound)
+		})
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	r["public.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")} // the redirecting server, allowed as loopback
+	f := &linksafety.Fetcher{Resolver: r, AllowLoopback: true}
+	port := strings.TrimPrefix(srv.URL, "http://127.0.0.1")
+	for i, a := range refused {
+		_, err := f.Fetch(t.Context(), fmt.Sprintf("http://public.test%s/to/%d", port, i))
+		if !errors.Is(err, linksafety.ErrRefused) || !strings.Contains(err.Error(), "refused addresses") {
+			t.Errorf("redirect to %s: %v", a, err)
+		}
+	}
+}
+
+// Patterns match parsed URLs: hosts on label boundaries (not text prefixes),
+// lower-cased, without a trailing dot, IDNA-normalised; user-info tricks
+// are blocked; paths and queries are compared percent-decoded.
+func TestClassifyResistsConfusion(t *testing.T) {
+	t.Parallel()
+	patterns := []store.LinkPattern{
+		{Kind: store.LinkAllow, Pattern: "https://wiki.acme.com"},
+		{Kind: store.LinkAllow, Pattern: "https://docs.acme.com/public"},
+		{Kind: store.LinkAllow, Pattern: "*.cdn.acme.com"},
+		{Kind: store.LinkAllow, Pattern: "bücher.example"},
+		{Kind: store.LinkBlock, Pattern: "secret.acme.com"},
+		{Kind: store.LinkAllow, Pattern: "acme.com"},
+	}
+	for url, want := range map[string]linksafety.Verdict{
+		"https://wiki.acme.com/page":                  linksafety.Safe,
+		"https://WIKI.Acme.COM/page":                  linksafety.Safe,
+		"https://wiki.acme.com./page":                 linksafety.Safe,
+		"https://wiki.acme.com.evil.net/page":         linksafety.Uncertain,
+		"https://wiki.acme.comevil.net/":              linksafety.Uncertain,
+		"http://wiki.acme.com/page":                   linksafety.Safe, // acme.com and its subdomains, any scheme
+		"https://wiki.acme.com@evil.net/":             linksafety.Blocked,
+		"https://evil.net#@wiki.acme.com":             linksafety.Uncertain,
+		"https://secret.acme.com/x":                   linksafety.Unsafe,
+		"https://secret.acme.com./x":                  linksafety.Unsafe,
+		"https://SECRET.acme.com/x":                   linksafety.Unsafe,
+		"https://a.secret.acme.com/x":                 linksafety.Unsafe,
+		"https://docs.acme.com/public/guide":          linksafety.Safe,
+		"https://docs.acme.com/publicity":             linksafety.Safe, // acme.com allows it, not the path pattern
+		"https://img.cdn.acme.com/x.png":              linksafety.Safe,
+		"https://xn--bcher-kva.example/buch":          linksafety.Safe,
+		"https://bücher.example/buch":                 linksafety.Safe,
+		"https://BÜCHER.example./buch":                linksafety.Safe,
+		"https://wiki.acme.com/log%69n":               linksafety.Blocked,
+		"https://wiki.acme.com/account/%73ign-out":    linksafety.Blocked,
+		"https://wiki.acme.com/r?next=%2Funsubscribe": linksafety.Blocked,
+		"https://wiki.acme.com/setup%2Eexe":           linksafety.Blocked,
+	} {
+		if got, why := linksafety.Classify(url, patterns); got != want {
+			t.Errorf("Classify(%q) = %s (%s), want %s", url, got, why, want)
+		}
+	}
+	// Only the path pattern, no domain pattern: the path must be under it.
+	only := []store.LinkPattern{{Kind: store.LinkAllow, Pattern: "https://docs.acme.com/public"}}
+	for url, want := range map[string]linksafety.Verdict{
+		"https://docs.acme.com/public":      linksafety.Safe,
+		"https://docs.acme.com/public/x":    linksafety.Safe,
+		"https://docs.acme.com/publicity":   linksafety.Uncertain,
+		"https://docs.acme.com:8443/public": linksafety.Uncertain,
+		"http://docs.acme.com/public":       linksafety.Uncertain,
+		"https://docs.acme.com/%70ublic/x":  linksafety.Safe,
+	} {
+		if got, why := linksafety.Classify(url, only); got != want {
+			t.Errorf("path pattern: Classify(%q) = %s (%s), want %s", url, got, why, want)
+		}
+	}
+	for p, ok := range map[string]bool{"acme.com": true, "*.acme.com": true, "https://wiki.acme.com/docs": true, "https://*.acme.com": true,
+		"ftp://x.test": false, "https://": false, "https://u:p@x.test": false, "acme.com/path": false, "": false, "a b.test": false} {
+		if err := linksafety.ValidatePattern(p); (err == nil) != ok {
+			t.Errorf("ValidatePattern(%q) = %v", p, err)
+		}
+	}
+}
