@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
-	"github.com/jervis-dev/jervis/qualifier/linksafety"
 	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/qualifier/linksafety"
 )
 
 func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
@@ -146,7 +146,7 @@ func (s *Server) linkPatterns(r *http.Request, _ Principal) (any, error) {
 
 // LinkPatternRequest adds or removes one link-safety pattern.
 type LinkPatternRequest struct {
-	Kind    string `json:"kind"`    // allow or block
+	Kind string `json:"kind"` // allow or block
 	// Pattern is a host name (it and its subdomains), "*.example.com" (its
 	// subdomains only) or an http(s) URL (that scheme, host and port, and
 	// the paths under its path): see linksafety.ValidatePattern.
