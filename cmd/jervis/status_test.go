@@ -86,6 +86,21 @@ func TestStatusReportsBackends(t *testing.T) {
 	if code, out, _ := runCLI(t, env, "status", "--data", data, "--json"); code != 0 || !strings.Contains(out, `"role": "chunks"`) || !strings.Contains(out, `"ok": false`) {
 		t.Fatalf("status --json: %s", out)
 	}
+	// Credentials written in the servers' URLs reach no output either, nor
+	// does a secret query parameter; the hosts are still named.
+	withCreds := []string{"JERVIS_GRAPH_BACKEND=arango", "JERVIS_GRAPH_ARANGO_URL=http://root:arangoURLpw-123@127.0.0.1:1",
+		"JERVIS_RAG_BACKEND=weaviate", "JERVIS_RAG_WEAVIATE_URL=http://u:weaviatePW-456@127.0.0.1:1/?api_key=wvKEY-789",
+		"JERVIS_EMBEDDER_BACKEND=ollama", "JERVIS_EMBEDDER_OLLAMA_HOST=http://o:ollamaPW-000@127.0.0.1:1"}
+	code, out, errOut = runCLI(t, withCreds, "status", "--data", data)
+	for _, secret := range []string{"arangoURLpw-123", "weaviatePW-456", "wvKEY-789", "ollamaPW-000"} {
+		if strings.Contains(out+errOut, secret) {
+			t.Errorf("%s in the status output:\n%s%s", secret, out, errOut)
+		}
+	}
+	if !strings.Contains(out+errOut, "127.0.0.1") {
+		t.Errorf("the servers are not named:\n%s%s", out, errOut)
+	}
+	_ = code
 }
 
 // The configured models' Ollama servers are checked for the roles that use
