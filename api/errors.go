@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
@@ -85,7 +86,9 @@ func writeError(w http.ResponseWriter, e *Error) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="jervis"`)
 	}
-	writeJSON(w, e.Status, map[string]*Error{"error": e})
+	c := *e
+	c.Message = redact.Text(c.Message) // a refused URL is echoed without its secret
+	writeJSON(w, e.Status, map[string]*Error{"error": &c})
 }
 
 // decode reads a JSON body into v: unknown fields and trailing data are
