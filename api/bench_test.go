@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/api"
-	"github.com/jervis-dev/jervis/internal/benchcorpus"
-	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/kb/benchcorpus"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
 )

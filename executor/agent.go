@@ -66,7 +66,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 // Name implements Workflow.
 func (a *Agent) Name() string { return "agent" }
 
-var refParam = llmtools.Param{Name: "key", Type: "string", Desc: "node ref namespace:value", Required: true, MaxLen: 300, Ref: true}
+var refParam = llmtools.Param{Name: "key", Type: "string", Desc: "node ref namespace:value", Required: true, MaxLen: 300, Check: kb.CheckRef}
 
 var agentTools = []llmtools.Spec{
 	{Name: "loadTaskContext", Desc: "The task's context: what the qualifier found, the source, the graph nodes and chunks involved."},

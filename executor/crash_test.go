@@ -10,10 +10,10 @@ import (
 
 	"github.com/jervis-dev/jervis/executor"
 	"github.com/jervis-dev/jervis/internal/childtest"
-	"github.com/jervis-dev/jervis/internal/embedded"
-	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
-	"github.com/jervis-dev/jervis/internal/pipelinetest"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/embedded"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/qualifier/pipelinetest"
 )
 
 const childEnv = "JERVISTEST_EXECUTOR_CHILD"

@@ -14,11 +14,11 @@ import (
 
 	jervisapi "github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/executor"
-	"github.com/jervis-dev/jervis/internal/embedded"
-	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
-	"github.com/jervis-dev/jervis/internal/pipelinetest"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/embedded"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/qualifier/pipelinetest"
 )
 
 // env is the embedded stack with n READY_FOR_GPU tasks made by the real

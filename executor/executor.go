@@ -31,7 +31,6 @@ import (
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
-	"github.com/jervis-dev/jervis/qualifier/rules"
 )
 
 // Store is what the executor needs from the pipeline state.
@@ -225,7 +224,11 @@ func (e *Executor) input(ctx context.Context, t store.Task) (Input, error) {
 	if err != nil {
 		return Input{}, err
 	}
-	return Input{Task: t, Memory: mem, Document: doc, MainNode: rules.MainNode(doc)}, nil
+	main := mem.MainNode
+	if main == "" && len(mem.GraphNodeKeys) > 0 {
+		main = mem.GraphNodeKeys[0] // a memory written before MainNode was kept
+	}
+	return Input{Task: t, Memory: mem, Document: doc, MainNode: main}, nil
 }
 
 // storeResult ingests the result as node result:<task id>, linked to the

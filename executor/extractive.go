@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
-	"github.com/jervis-dev/jervis/qualifier/rules"
 )
 
 // Digest is what the extractive workflow finds: what is asked, of whom, by
@@ -45,7 +45,10 @@ func (x *Extractive) Name() string { return "extractive" }
 
 // Run implements Workflow.
 func (x *Extractive) Run(ctx context.Context, in Input) (Output, error) {
-	asked := rules.Asked(in.Document)
+	var asked store.Asks
+	if in.Memory.Asks != nil {
+		asked = *in.Memory.Asks
+	}
 	d := &Digest{Title: in.Document.Normalized.Title, From: asked.From, AskedOf: asked.Of, Questions: asked.Questions,
 		Requests: asked.Requests, Decisions: asked.Decisions, Due: asked.Deadlines, Why: in.Memory.RoutingReason}
 	items, err := x.KB.Related(ctx, in.Task.Client, in.MainNode, 1, 30)

@@ -65,26 +65,6 @@ func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
 	})
 }
 
-// DataPayload is the payload of a DATA_PROCESSING task.
-type DataPayload struct {
-	SourceType store.SourceType `json:"sourceType"`
-	ExternalID string           `json:"externalId"`
-	Version    int              `json:"version"`
-	Title      string           `json:"title,omitempty"`
-	Links      []string         `json:"links,omitempty"`
-	Summary    string           `json:"summary"`
-}
-
-// LinkPayload is the payload of a LINK_PROCESSING task.
-type LinkPayload struct {
-	URL        string           `json:"url"`
-	SourceDoc  string           `json:"sourceDoc"`
-	SourceType store.SourceType `json:"sourceType"`
-	Title      string           `json:"title,omitempty"` // subject, issue key and summary, page title
-	From       string           `json:"from,omitempty"`  // sender or author
-	Context    string           `json:"context,omitempty"`
-}
-
 // Handle implements worker.Handler.
 func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (worker.Result, error) {
 	doc := job.Item
@@ -106,7 +86,7 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 
 	title := cmp.Or(n.Title, doc.ExternalID)
 	from, _ := n.Metadata["from"].(string)
-	data := DataPayload{SourceType: doc.SourceType, ExternalID: doc.ExternalID, Version: doc.Version, Title: n.Title, Summary: summary(doc, found)}
+	data := store.DataPayload{SourceType: doc.SourceType, ExternalID: doc.ExternalID, Version: doc.Version, Title: n.Title, Summary: summary(doc, found)}
 	for _, l := range found {
 		data.Links = append(data.Links, l.URL)
 	}
@@ -117,7 +97,7 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 	}
 	tasks = append(tasks, store.Task{Kind: store.KindData, Client: doc.Client, SourceDoc: doc.ID, Payload: payload, CorrelationID: doc.ID})
 	for _, l := range found {
-		p, err := json.Marshal(LinkPayload{URL: l.URL, SourceDoc: doc.ID, SourceType: doc.SourceType, Title: title, From: from, Context: l.Context})
+		p, err := json.Marshal(store.LinkPayload{URL: l.URL, SourceDoc: doc.ID, SourceType: doc.SourceType, Title: title, From: from, Context: l.Context})
 		if err != nil {
 			return worker.Result{}, worker.Permanent(fmt.Errorf("document %s: link payload: %w", doc.ID, err))
 		}

@@ -81,7 +81,7 @@ func TestIndexerMakesOneDataTaskAndOneTaskPerDistinctLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var data indexers.DataPayload
+	var data store.DataPayload
 	json.Unmarshal(task.Payload, &data)
 	if data.Summary != "this email (m1, version 1) contains 1 link: https://wiki.acme.test/runbook" || len(data.Links) != 1 {
 		t.Fatalf("data payload %+v", data)
@@ -90,7 +90,7 @@ func TestIndexerMakesOneDataTaskAndOneTaskPerDistinctLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lp indexers.LinkPayload
+	var lp store.LinkPayload
 	json.Unmarshal(link.Payload, &lp)
 	if lp.SourceDoc != m1 || lp.From != "bob@acme.test" || lp.Title != "Subject m1" || !strings.Contains(lp.Context, "Please check") {
 		t.Fatalf("link payload %+v", lp)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jervis-dev/jervis/internal/benchcorpus"
+	"github.com/jervis-dev/jervis/kb/benchcorpus"
 	"github.com/jervis-dev/jervis/kb"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/glove"

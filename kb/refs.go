@@ -70,6 +70,12 @@ func ParseRef(s string) (Ref, error) {
 	return NewRef(ns, val)
 }
 
+// CheckRef reports whether s can name a node (ParseRef's error, or nil).
+func CheckRef(s string) error {
+	_, err := ParseRef(s)
+	return err
+}
+
 // NewRef builds a canonical ref from its parts (see ParseRef).
 func NewRef(namespace, value string) (Ref, error) {
 	// A leading ":" would make namespace::value ambiguous.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/childtest"
-	"github.com/jervis-dev/jervis/internal/pipelinetest"
+	"github.com/jervis-dev/jervis/qualifier/pipelinetest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"

@@ -24,7 +24,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/kb"
@@ -139,6 +138,7 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		return worker.Result{}, fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
 	}
 	decision, reason := rules.Route(doc, q.cfg.Users)
+	asks := rules.Asked(doc)
 	summary := rules.Summary(doc, decision, reason)
 	var usage []byte
 	if q.cfg.Agent != nil {
@@ -159,7 +159,7 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: summary,
 		GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, StructuredData: structured,
 		RoutingDecision: store.TaskState(decision), RoutingReason: reason, SourceType: doc.SourceType, SourceID: doc.ID,
-		Warnings: res.Warnings,
+		Warnings: res.Warnings, MainNode: res.MainNode, Asks: &asks,
 	}
 	if err := q.cfg.Store.SaveTaskMemory(ctx, mem); err != nil {
 		return worker.Result{}, fmt.Errorf("task memory: %w", err)
@@ -175,7 +175,7 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 // client and its page ingested as the link node's content. A fetched page's
 // own links are in its text; they are never queued.
 func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) (worker.Result, error) {
-	var p indexers.LinkPayload
+	var p store.LinkPayload
 	if err := json.Unmarshal(t.Payload, &p); err != nil || p.URL == "" {
 		return worker.Result{}, worker.Permanent(fmt.Errorf("task %s: link payload: %v", t.ID, err))
 	}

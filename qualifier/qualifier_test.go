@@ -12,8 +12,8 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/indexers"
-	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
-	"github.com/jervis-dev/jervis/internal/pipelinetest"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/qualifier/pipelinetest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb/eval"
 	"github.com/jervis-dev/jervis/pollers/filedrop"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/executor"
-	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jervis-dev/jervis/internal/config"
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/ollama"

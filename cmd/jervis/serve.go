@@ -20,7 +20,7 @@ import (
 	"github.com/jervis-dev/jervis/executor"
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/config"
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/internal/llmtools"
 	"github.com/jervis-dev/jervis/internal/metrics"
 	"github.com/jervis-dev/jervis/internal/store"
@@ -158,7 +158,9 @@ func (a *app) serve(parent context.Context) error {
 	}
 	var pollNow func(string) error
 	if a.cfg.HasRole("pollers") {
-		sched, err := a.scheduler(st, wake, m.ObservePoll)
+		sched, err := a.scheduler(st, wake, func(connection, outcome string, r pollers.PollResult) {
+			m.ObservePoll(connection, outcome == pollers.EventPollFailed, r.Fetched, r.NewVersions)
+		})
 		if err != nil {
 			return err
 		}

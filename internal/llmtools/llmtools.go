@@ -14,8 +14,6 @@ import (
 	"strings"
 
 	"github.com/ollama/ollama/api"
-
-	"github.com/jervis-dev/jervis/kb"
 )
 
 // Param is one argument of a tool.
@@ -24,8 +22,10 @@ type Param struct {
 	Required         bool
 	Enum             []string
 	MaxLen           int            // strings: most bytes; 0 = any
-	Ref              bool           // strings: a namespace:value ref
 	Pattern          *regexp.Regexp // strings: must match
+	// Check, when set, validates a string further (a ref: kb.CheckRef);
+	// its error is answered to the model.
+	Check func(string) error
 	Min, Max         int            // integers: bounds (both 0 = 1..10)
 }
 
@@ -98,8 +98,8 @@ func Validate(specs []Spec, c Call) error {
 			case p.Pattern != nil && !p.Pattern.MatchString(s):
 				return fmt.Errorf("%s: %s %q must match %s", c.Name, p.Name, s, p.Pattern)
 			}
-			if p.Ref {
-				if _, err := kb.ParseRef(s); err != nil {
+			if p.Check != nil {
+				if err := p.Check(s); err != nil {
 					return fmt.Errorf("%s: %s: %v", c.Name, p.Name, err)
 				}
 			}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
-	"github.com/jervis-dev/jervis/pollers"
 )
 
 // Metrics holds the registry and the instruments.
@@ -55,15 +54,16 @@ func (m *Metrics) ObserveJob(stage string, outcome worker.Outcome, took time.Dur
 	m.jobs.WithLabelValues(stage, strings.ToLower(outcome.String())).Observe(took.Seconds())
 }
 
-// ObservePoll is a pollers.Config.Observe.
-func (m *Metrics) ObservePoll(connection, outcome string, r pollers.PollResult) {
+// ObservePoll counts one poll of a connection: whether it failed, and the
+// documents it fetched and the new versions among them.
+func (m *Metrics) ObservePoll(connection string, failed bool, fetched, newVersions int) {
 	result := "finished"
-	if outcome == pollers.EventPollFailed {
+	if failed {
 		result = "failed"
 	}
 	m.polls.WithLabelValues(connection, result).Inc()
-	m.fetched.WithLabelValues(connection, "fetched").Add(float64(r.Fetched))
-	m.fetched.WithLabelValues(connection, "new_versions").Add(float64(r.NewVersions))
+	m.fetched.WithLabelValues(connection, "fetched").Add(float64(fetched))
+	m.fetched.WithLabelValues(connection, "new_versions").Add(float64(newVersions))
 }
 
 // Handler serves the registry in Prometheus's text format.

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
-	"github.com/jervis-dev/jervis/kb"
 )
 
 // Request selects what to replay. Zero fields select everything of the
@@ -118,9 +117,15 @@ func Select(ctx context.Context, st Store, r Request) ([]store.Document, error) 
 // are waiting or running are replayed anyway when their turn comes.
 var replayable = []store.TaskState{store.TaskDone, store.TaskReadyForGPU, store.TaskCompleted, store.TaskFailed, store.TaskCancelled}
 
+// Wiper deletes a client's whole knowledge base (kb.KB does), for a
+// reprocess with Wipe.
+type Wiper interface {
+	Wipe(ctx context.Context, client string) error
+}
+
 // Run replays the request's documents, calling progress after each (and
 // once at the start), and returns the final progress.
-func Run(ctx context.Context, st Store, k *kb.KB, r Request, progress func(Progress)) (Progress, error) {
+func Run(ctx context.Context, st Store, k Wiper, r Request, progress func(Progress)) (Progress, error) {
 	var p Progress
 	if progress == nil {
 		progress = func(Progress) {}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/indexers"
-	"github.com/jervis-dev/jervis/internal/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/reprocess"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"

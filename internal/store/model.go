@@ -151,6 +151,34 @@ type Task struct {
 	UpdatedAt     time.Time       `json:"updatedAt"`
 }
 
+// DataPayload is the payload of a DATA_PROCESSING task (the indexers
+// write it, the qualifier reads it).
+type DataPayload struct {
+	SourceType SourceType `json:"sourceType"`
+	ExternalID string     `json:"externalId"`
+	Version    int        `json:"version"`
+	Title      string     `json:"title,omitempty"`
+	Links      []string   `json:"links,omitempty"`
+	Summary    string     `json:"summary"`
+}
+
+// Kind is the kind of the tasks that carry it.
+func (DataPayload) Kind() TaskKind { return KindData }
+
+// LinkPayload is the payload of a LINK_PROCESSING task (the indexers write
+// it, the qualifier reads it).
+type LinkPayload struct {
+	URL        string     `json:"url"`
+	SourceDoc  string     `json:"sourceDoc"`
+	SourceType SourceType `json:"sourceType"`
+	Title      string     `json:"title,omitempty"` // subject, issue key and summary, page title
+	From       string     `json:"from,omitempty"`  // sender or author
+	Context    string     `json:"context,omitempty"`
+}
+
+// Kind is the kind of the tasks that carry it.
+func (LinkPayload) Kind() TaskKind { return KindLink }
+
 // TaskMemory is the context the qualifier leaves for the executor (1:1 with
 // a task).
 type TaskMemory struct {
@@ -168,8 +196,24 @@ type TaskMemory struct {
 	SourceID        string          `json:"sourceId,omitempty"`
 	// Warnings say what qualification left out so that the rest could be
 	// ingested (a relation that cannot be stored, control characters).
-	Warnings  []string  `json:"warnings,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// MainNode is the graph key of the source document's node.
+	MainNode string `json:"mainNode,omitempty"`
+	// Asks is what the document asks of its readers (the executor's
+	// extractive workflow digests it).
+	Asks      *Asks     `json:"asks,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Asks is what a document asks of its readers, sentence by sentence, from
+// its own text (quoted lines and links left out).
+type Asks struct {
+	Questions []string `json:"questions,omitempty"` // sentences ending in "?"
+	Requests  []string `json:"requests,omitempty"`  // "please", "could you", "review", ...
+	Decisions []string `json:"decisions,omitempty"` // "decide", "approve", "sign-off", ...
+	Deadlines []string `json:"deadlines,omitempty"` // "by Friday", "before the 12th", ...
+	Of        []string `json:"of,omitempty"`        // whom: an email's To, an issue's assignee
+	From      string   `json:"from,omitempty"`      // who asks: the sender, the reporter
 }
 
 // Aggregates named in the event log.

@@ -456,21 +456,10 @@ func sentenceWith(text, word string) string {
 	return strings.TrimSpace(text[start : i+end])
 }
 
-// Asks is what a document asks of its readers, sentence by sentence, from
-// its own text (quoted lines and links left out).
-type Asks struct {
-	Questions []string `json:"questions,omitempty"` // sentences ending in "?"
-	Requests  []string `json:"requests,omitempty"`  // "please", "could you", "review", ...
-	Decisions []string `json:"decisions,omitempty"` // "decide", "approve", "sign-off", ...
-	Deadlines []string `json:"deadlines,omitempty"` // "by Friday", "before the 12th", ...
-	Of        []string `json:"of,omitempty"`        // whom: an email's To, an issue's assignee
-	From      string   `json:"from,omitempty"`      // who asks: the sender, the reporter
-}
-
 // Asked returns what d asks, by the same rules Route decides with.
-func Asked(d store.Document) Asks {
+func Asked(d store.Document) store.Asks {
 	m := d.Normalized.Metadata
-	var a Asks
+	var a store.Asks
 	switch d.SourceType {
 	case store.SourceEmail:
 		a.Of, a.From = strs(m["to"]), or(str(m, "fromName"), str(m, "from"))

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jervis-dev/jervis/internal/benchcorpus"
+	"github.com/jervis-dev/jervis/kb/benchcorpus"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
 	"github.com/jervis-dev/jervis/kb/rag"
 )

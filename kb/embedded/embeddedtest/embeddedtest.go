@@ -5,7 +5,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jervis-dev/jervis/internal/embedded"
+	"github.com/jervis-dev/jervis/kb/embedded"
 )
 
 // Open opens the pipeline store and knowledge base in dir (a new temporary
