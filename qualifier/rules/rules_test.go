@@ -128,7 +128,7 @@ func TestAsked(t *testing.T) {
 			"pricing before the 12th!\nSee https://x.test/a?b=1.\n> Could you also review my old mail?\nThanks",
 	}}
 	got := rules.Asked(d)
-	want := rules.Asks{
+	want := store.Asks{
 		Questions: []string{"Can we ship it?"},
 		Requests:  nil,
 		Decisions: []string{"Please sign off the release notes by Friday.", "We must decide on the pricing before the 12th!"},
