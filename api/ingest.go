@@ -1,13 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"net/http"
 	"strings"
 
-	"github.com/jervis-dev/jervis/internal/store"
-	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers"
 )
 
 // IngestRequest pushes one file as a source, exactly as the file drop and
@@ -20,18 +20,8 @@ type IngestRequest struct {
 	ContentBase64 string  `json:"contentBase64,omitempty"`
 }
 
-// IngestedDocument is one document the file became.
-type IngestedDocument struct {
-	ID         string           `json:"id"`
-	SourceType store.SourceType `json:"sourceType"`
-	ExternalID string           `json:"externalId"`
-	Version    int              `json:"version"`
-	Created    bool             `json:"created"` // false: this content was already stored
-	State      string           `json:"state"`
-	// Unparsable says why the content could not be parsed: the document is
-	// stored all the same and will be quarantined with this reason.
-	Unparsable string `json:"unparsable,omitempty"`
-}
+// IngestedDocument is one document the file became (see pollers.Receipt).
+type IngestedDocument = pollers.Receipt
 
 func (s *Server) ingest(r *http.Request, p Principal) (any, error) {
 	var req IngestRequest
@@ -53,23 +43,14 @@ func (s *Server) ingest(r *http.Request, p Principal) (any, error) {
 		}
 		raw = b
 	}
-	docs, err := filedrop.Parse(req.Name, raw) // empty content: stored, quarantined with the reason
-	if errors.Is(err, filedrop.ErrUnsupported) {
-		return nil, invalid("name", "unsupported file type: use .eml, .mbox, .md, .txt, .json (Jira or Confluence REST), .xhtml or .html")
+	// The same path as a poll and `jervis import`: empty or unparsable
+	// content is stored and quarantined with its reason.
+	out, err := pollers.Ingester{Store: s.cfg.Store, Kinds: s.cfg.Kinds}.File(r.Context(), p.Client, "api", req.Name, bytes.NewReader(raw), nil)
+	if errors.Is(err, pollers.ErrUnsupported) {
+		return nil, invalid("name", "unsupported file type: use "+strings.Join(s.cfg.Kinds.Extensions(), ", "))
 	}
 	if err != nil {
 		return nil, err
-	}
-	out := make([]IngestedDocument, 0, len(docs))
-	for _, d := range docs {
-		d.Client, d.Connection = p.Client, "api"
-		stored, created, err := s.cfg.Store.PutDocument(r.Context(), d)
-		if err != nil {
-			return nil, err
-		}
-		reason, _ := d.Normalized.Metadata[store.MetaParseError].(string)
-		out = append(out, IngestedDocument{ID: stored.ID, SourceType: stored.SourceType, ExternalID: stored.ExternalID, Version: stored.Version,
-			Created: created, State: string(stored.State), Unparsable: reason})
 	}
 	return status{code: http.StatusAccepted, body: items(out)}, nil
 }

@@ -89,7 +89,7 @@ func (s *Server) reprocess(r *http.Request, _ Principal) (any, error) {
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
-	if err := req.Validate(); err != nil {
+	if err := req.Validate(s.cfg.Kinds.SourceTypes()...); err != nil {
 		return nil, err
 	}
 	var id [8]byte

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/redact"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
@@ -53,6 +55,9 @@ type Config struct {
 	// Redactor removes secrets from what leaves through the API (nil: the
 	// URL rule only; see internal/redact).
 	Redactor *redact.Redactor
+	// Kinds read the files pushed to POST /api/v1/ingest; default: the
+	// built-in kinds.
+	Kinds *pollers.Registry
 }
 
 // Server is the REST API: /api/v1 for one client's key, /admin/v1 for admin
@@ -82,6 +87,9 @@ func New(cfg Config) *Server {
 	}
 	cfg.EventPoll = cmp.Or(cfg.EventPoll, 250*time.Millisecond)
 	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, 15*time.Second)
+	if cfg.Kinds == nil {
+		cfg.Kinds = kinds.Default()
+	}
 	return &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), limiter: newLimiter(cfg.RateLimit, cfg.RateBurst)}
 }
 

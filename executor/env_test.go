@@ -17,7 +17,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
-	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/qualifier/pipelinetest"
 )
 
@@ -60,7 +60,7 @@ Please review the quote I attached before the call.
 Thanks,
 Ann
 `, i, i, i%60, i)
-		docs, err := filedrop.Parse(fmt.Sprintf("batch-%d.eml", i), []byte(raw))
+		docs, err := kinds.Default().Parse(fmt.Sprintf("batch-%d.eml", i), []byte(raw))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,8 @@ import (
 	"github.com/jervis-dev/jervis/indexers/links"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 )
 
 // Store is what the indexers need from the pipeline state.
@@ -41,19 +43,26 @@ type Config struct {
 	Logger          *slog.Logger
 	// Observe is told how each document's indexing ended (metrics).
 	Observe func(stage string, outcome worker.Outcome, took time.Duration)
+	// Kinds say what each document is (its noun, its sender, the HTML it
+	// was written in); default: the built-in kinds.
+	Kinds *pollers.Registry
 }
 
 // Indexer turns one document into its tasks. It is the worker.Handler of
 // the indexer loop; New builds the loop.
 type Indexer struct {
 	tasks store.Tasks
+	kinds *pollers.Registry
 }
 
 var _ worker.Handler[store.Document] = (*Indexer)(nil)
 
 // New returns the indexer loop over st.
 func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
-	return worker.New(store.DocumentQueue{Documents: st}, &Indexer{tasks: st}, worker.Config{
+	if cfg.Kinds == nil {
+		cfg.Kinds = kinds.Default()
+	}
+	return worker.New(store.DocumentQueue{Documents: st}, &Indexer{tasks: st, kinds: cfg.Kinds}, worker.Config{
 		Name:            "indexer",
 		Concurrency:     cmp.Or(cfg.Concurrency, 4),
 		BatchSize:       cmp.Or(cfg.BatchSize, 64),
@@ -72,9 +81,11 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 	if reason, ok := n.Metadata[store.MetaParseError].(string); ok {
 		return worker.Result{}, worker.Malformed(fmt.Errorf("%s %s: %s", doc.SourceType, doc.ExternalID, reason))
 	}
+	kind := ix.kinds.Kind(doc.SourceType)
+	shape := kind.Shape(doc)
 	found := links.FromText(n.Body)
-	if h, ok := n.Metadata["html"].(string); ok {
-		found = links.Merge(found, links.FromHTML(h))
+	if shape.HTML != "" {
+		found = links.Merge(found, links.FromHTML(shape.HTML))
 	}
 	var given []links.Link
 	for _, l := range n.Links {
@@ -85,8 +96,7 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 	found = links.Merge(given, found)
 
 	title := cmp.Or(n.Title, doc.ExternalID)
-	from, _ := n.Metadata["from"].(string)
-	data := store.DataPayload{SourceType: doc.SourceType, ExternalID: doc.ExternalID, Version: doc.Version, Title: n.Title, Summary: summary(doc, found)}
+	data := store.DataPayload{SourceType: doc.SourceType, ExternalID: doc.ExternalID, Version: doc.Version, Title: n.Title, Summary: summary(kind.Noun(), doc, found)}
 	for _, l := range found {
 		data.Links = append(data.Links, l.URL)
 	}
@@ -97,7 +107,7 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 	}
 	tasks = append(tasks, store.Task{Kind: store.KindData, Client: doc.Client, SourceDoc: doc.ID, Payload: payload, CorrelationID: doc.ID})
 	for _, l := range found {
-		p, err := json.Marshal(store.LinkPayload{URL: l.URL, SourceDoc: doc.ID, SourceType: doc.SourceType, Title: title, From: from, Context: l.Context})
+		p, err := json.Marshal(store.LinkPayload{URL: l.URL, SourceDoc: doc.ID, SourceType: doc.SourceType, Title: title, From: shape.Sender, Context: l.Context})
 		if err != nil {
 			return worker.Result{}, worker.Permanent(fmt.Errorf("document %s: link payload: %w", doc.ID, err))
 		}
@@ -111,12 +121,8 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 }
 
 // summary says in one line what the document is and which links it has.
-func summary(doc store.Document, found []links.Link) string {
-	kind := map[store.SourceType]string{
-		store.SourceEmail: "email", store.SourceJira: "Jira issue", store.SourceConfluence: "Confluence page",
-		store.SourceGit: "commit", store.SourceFile: "file",
-	}[doc.SourceType]
-	s := fmt.Sprintf("this %s (%s, version %d)", cmp.Or(kind, "document"), doc.ExternalID, doc.Version)
+func summary(noun string, doc store.Document, found []links.Link) string {
+	s := fmt.Sprintf("this %s (%s, version %d)", noun, doc.ExternalID, doc.Version)
 	switch len(found) {
 	case 0:
 		return s + " contains no links"

@@ -57,3 +57,20 @@ func FuzzParseRef(f *testing.F) {
 		}
 	})
 }
+
+// A link ref keeps a URL whole up to 400 bytes; a longer one keeps a prefix
+// and a hash, so it stays a valid ref and two long URLs stay two nodes.
+func TestBoundedLinkRef(t *testing.T) {
+	t.Parallel()
+	if got := kb.BoundedRef("link", "https://x.test/a"); got != "link:https://x.test/a" {
+		t.Fatalf("short: %q", got)
+	}
+	long := "https://idp.example.test/adfs/ls/?request=" + strings.Repeat("q", 800)
+	a, b := kb.BoundedRef("link", long), kb.BoundedRef("link", long+"x")
+	if a == b || len(a) > 450 || !strings.HasPrefix(a, "link:https://idp.example.test/adfs/") {
+		t.Fatalf("long: %q %q", a, b)
+	}
+	if _, err := kb.ParseRef(a); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,7 +2,7 @@
 // NEW source documents; it never processes content (the indexers and the
 // qualifier do).
 //
-// A Source knows one connection's protocol (pollers/imap, pollers/filedrop,
+// A Source knows one connection's protocol (pollers/email, pollers/filedrop,
 // ...). One Scheduler runs every connection: on its cron schedule and when
 // asked (PollNow), it calls Poll with the committed cursor, stores the
 // documents it returns and only then commits the new cursor, so a crash

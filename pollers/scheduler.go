@@ -242,26 +242,22 @@ func (s *Scheduler) Poll(ctx context.Context, c *conn) error {
 	return nil
 }
 
-// storeAll stores docs; a document the store refuses as invalid is logged and
-// skipped so the rest land, any other error stops the page (its cursor is
-// not committed, so it is fetched again).
+// storeAll stores a page's documents through the one ingest path (a
+// document the store refuses as invalid is stored as unparsable, with the
+// reason); a failure of the store stops the page (its cursor is not
+// committed, so it is fetched again).
 func (s *Scheduler) storeAll(ctx context.Context, c *conn, docs []store.Document) (int, error) {
+	for i := range docs {
+		docs[i].SourceType = cmp.Or(docs[i].SourceType, c.SourceType)
+	}
+	receipts, err := Ingester{Store: s.cfg.Store}.Documents(ctx, c.Client, c.ID, docs...)
 	created := 0
-	for _, d := range docs {
-		d.Client = c.Client
-		d.Connection = c.ID
-		d.SourceType = cmp.Or(d.SourceType, c.SourceType)
-		_, isNew, err := s.cfg.Store.PutDocument(ctx, d)
-		switch {
-		case errors.Is(err, store.ErrInvalid):
-			s.log.WarnContext(ctx, "document refused", "connection", c.ID, "external_id", d.ExternalID, "err", err)
-		case err != nil:
-			return created, fmt.Errorf("store %s: %w", d.ExternalID, err)
-		case isNew:
+	for _, r := range receipts {
+		if r.Created {
 			created++
 		}
 	}
-	return created, nil
+	return created, err
 }
 
 func (s *Scheduler) record(ctx context.Context, c *conn, typ string, r PollResult) {

@@ -19,6 +19,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 )
 
 const crashEnv = "JERVISTEST_POLLER_CRASH"
@@ -92,7 +93,7 @@ func TestPollStoresThenCommitsAndRecords(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "j.db"))
 	dir := t.TempDir()
 	writeFiles(t, dir, 5)
-	src, _ := filedrop.New(dir, 2)
+	src, _ := filedrop.New(dir, 2, kinds.Default())
 	var woken atomic.Int32
 	s, err := pollers.NewScheduler(pollers.Config{Store: st, Stored: func() { woken.Add(1) }},
 		pollers.Connection{ID: "notes", Client: "acme", SourceType: store.SourceFile, Schedule: "@every 1h", Source: src})
@@ -214,7 +215,7 @@ func crashChild(dir string) int {
 		return 1
 	}
 	defer s.Close()
-	src, _ := filedrop.New(filepath.Join(dir, "drop"), 100)
+	src, _ := filedrop.New(filepath.Join(dir, "drop"), 100, kinds.Default())
 	stored := func() {}
 	if os.Getenv("JERVISTEST_KILL") != "" {
 		stored = func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }

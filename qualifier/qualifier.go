@@ -21,13 +21,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/qualifier/agent"
 	"github.com/jervis-dev/jervis/qualifier/linksafety"
 	"github.com/jervis-dev/jervis/qualifier/rules"
@@ -52,8 +53,11 @@ const (
 
 // Config tunes the qualification loop.
 type Config struct {
-	Store   Store
-	KB      *kb.KB
+	Store Store
+	KB    *kb.KB
+	// Kinds say what each document means (its shape); default: the
+	// built-in kinds.
+	Kinds *pollers.Registry
 	Users   []string // whose requests route to READY_FOR_GPU; empty: anyone's
 	Fetcher *linksafety.Fetcher
 	// Agent, when set, adds what structure cannot (qualifier/agent) and
@@ -86,6 +90,9 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 	}
 	if cfg.Fetcher == nil {
 		cfg.Fetcher = &linksafety.Fetcher{}
+	}
+	if cfg.Kinds == nil {
+		cfg.Kinds = kinds.Default()
 	}
 	switch cfg.UncertainLinks = cmp.Or(cfg.UncertainLinks, PolicyAuto); cfg.UncertainLinks {
 	case PolicyAuto:
@@ -128,7 +135,8 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 	if err != nil {
 		return worker.Result{}, err
 	}
-	structure := rules.Structure(doc)
+	shape := q.cfg.Kinds.Shape(doc)
+	structure := rules.Structure(shape, doc)
 	structure.MentionNamespaces = namespaces
 	res, err := q.cfg.KB.Ingest(ctx, structure)
 	if err != nil {
@@ -137,9 +145,9 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		}
 		return worker.Result{}, fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
 	}
-	decision, reason := rules.Route(doc, q.cfg.Users)
-	asks := rules.Asked(doc)
-	summary := rules.Summary(doc, decision, reason)
+	decision, reason := rules.Route(shape, doc, q.cfg.Users)
+	asks := rules.Asked(shape, doc)
+	summary := rules.Summary(shape, doc, decision, reason)
 	var usage []byte
 	if q.cfg.Agent != nil {
 		out, err := q.cfg.Agent.Qualify(ctx, agent.Input{TaskID: t.ID, Client: t.Client, Document: doc, MainNode: res.MainNode,
@@ -179,7 +187,7 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 	if err := json.Unmarshal(t.Payload, &p); err != nil || p.URL == "" {
 		return worker.Result{}, worker.Permanent(fmt.Errorf("task %s: link payload: %v", t.ID, err))
 	}
-	linkRef := rules.LinkRef(p.URL)
+	linkRef := kb.BoundedRef("link", p.URL)
 	pageURN := "page:" + p.URL
 	patterns, err := q.cfg.Store.ListLinkPatterns(ctx, t.Client)
 	if err != nil {
@@ -210,7 +218,7 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 	}
 	res, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
 		Client: t.Client, MainNode: linkRef, Props: map[string]any{"url": p.URL, "verdict": string(verdict)},
-		Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: rules.MainNode(doc)}},
+		Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: q.cfg.Kinds.Shape(doc).Main}},
 		SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: "link", ObservedAt: doc.ObservedAt,
 		MentionNamespaces: namespaces,
 	})
@@ -273,12 +281,12 @@ func isMalformed(err error) bool {
 func (q *Qualifier) mentionNamespaces(ctx context.Context, client string) ([]string, error) {
 	c, err := q.cfg.Store.GetClient(ctx, client)
 	if errors.Is(err, store.ErrNotFound) {
-		return rules.Namespaces, nil
+		return q.cfg.Kinds.Namespaces(), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("client %s: %w", client, err)
 	}
-	return append(slices.Clip(rules.Namespaces), c.Namespaces...), nil
+	return append(q.cfg.Kinds.Namespaces(), c.Namespaces...), nil
 }
 
 // compact drops bulky metadata (HTML bodies) from TaskMemory.

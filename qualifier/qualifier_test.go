@@ -12,16 +12,15 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/indexers"
-	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
-	"github.com/jervis-dev/jervis/qualifier/pipelinetest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/kb/graph"
-	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/qualifier"
-	"github.com/jervis-dev/jervis/qualifier/rules"
+	"github.com/jervis-dev/jervis/qualifier/pipelinetest"
 )
 
 var fixesRE = regexp.MustCompile(`Fixes ([A-Z]+-[0-9]+)`)
@@ -48,7 +47,7 @@ func loadDemo(t testing.TB, st store.Store) []store.Document {
 				return err
 			}
 			raw, _ := fs.ReadFile(deploy.Demo(), path)
-			parsed, err := filedrop.Parse(path, raw)
+			parsed, err := kinds.Default().Parse(path, raw)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +115,7 @@ func TestDemoCorpusWithTheRulesQualifier(t *testing.T) {
 		if err != nil || mem.ContextSummary == "" || len(mem.GraphNodeKeys) == 0 || len(mem.RAGDocumentIDs) == 0 || string(mem.RoutingDecision) != string(task.State) {
 			t.Fatalf("%s %s: memory %+v err %v", d.SourceType, d.ExternalID, mem, err)
 		}
-		main, _ := kb.ParseRef(rules.MainNode(d))
+		main, _ := kb.ParseRef(kinds.Default().Shape(d).Main)
 		m := d.Normalized.Metadata
 		var want []string
 		switch d.SourceType {

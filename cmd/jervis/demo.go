@@ -9,6 +9,7 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
 )
@@ -34,7 +35,7 @@ func (a *app) loadDemo(ctx context.Context, st store.Store) error {
 	if _, err := st.PutClient(ctx, store.Client{ID: DemoClient, Name: DemoClient}); err != nil {
 		return err
 	}
-	im := &importer{st: st, client: DemoClient, connection: "demo", bar: a.progress(0, "demo")}
+	im := &importer{st: st, kinds: a.kinds, client: DemoClient, connection: "demo", bar: a.progress(0, "demo")}
 	for _, dir := range []string{"email", "jira", "confluence"} {
 		if err := filedrop.WalkFS(deploy.Demo(), dir, im.file(ctx)); err != nil {
 			return fmt.Errorf("demo corpus: %w", err)
@@ -68,12 +69,10 @@ func (a *app) demoGit(ctx context.Context, st store.Store) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		for _, d := range b.Documents {
-			d.Client, d.Connection = DemoClient, "demo-git"
-			if _, _, err := st.PutDocument(ctx, d); err != nil {
-				return n, err
-			}
-			n++
+		receipts, err := pollers.Ingester{Store: st, Kinds: a.kinds}.Documents(ctx, DemoClient, "demo-git", b.Documents...)
+		n += len(receipts)
+		if err != nil {
+			return n, err
 		}
 		if cursor = b.Cursor; !b.More {
 			break

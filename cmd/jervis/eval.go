@@ -14,13 +14,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/eval"
+	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
 	"github.com/jervis-dev/jervis/qualifier"
-	"github.com/jervis-dev/jervis/qualifier/rules"
 )
 
 // errFloors is returned when an eval run crosses a floor.
@@ -140,7 +140,7 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 		if !strings.EqualFold(filepath.Ext(name), ".json") {
 			return r
 		}
-		raw, err := io.ReadAll(io.LimitReader(r, filedrop.MaxFileBytes+1))
+		raw, err := io.ReadAll(io.LimitReader(r, pollers.MaxFileBytes+1))
 		if err != nil {
 			return r // the import records the read error
 		}
@@ -150,7 +150,7 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 	var cost eval.Cost
 	start := time.Now()
 	a.logf("eval: importing %s into client %s (data in %s)", strings.Join(paths, ", "), client, dir)
-	im := &importer{st: all.Store, client: client, connection: "eval", dataDir: dir, transform: strip}
+	im := &importer{st: all.Store, kinds: a.kinds, client: client, connection: "eval", dataDir: dir, transform: strip}
 	sum, err := a.importWith(ctx, im, paths, false)
 	if err != nil {
 		return nil, err
@@ -165,7 +165,7 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 	cost.Seconds = time.Since(start).Seconds()
 	cost.PeakRSSBytes = peakRSS()
 	a.logf("eval: indexed in %.1f s, qualified in %.1f s (the two run together, as in serve); measuring", cost.IndexSeconds, cost.QualifySeconds)
-	return eval.Measure(ctx, eval.Env{Client: client, Store: all.Store, KB: all.KB.KB, Namespaces: rules.Namespaces, DataDir: dir}, truth, cost)
+	return eval.Measure(ctx, eval.Env{Client: client, Store: all.Store, KB: all.KB.KB, Namespaces: a.kinds.Namespaces(), DataDir: dir}, truth, cost)
 }
 
 // drainPoll is how often drain reads the queue depths: Stats counts every

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/executor"
-	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 )
 
 // serve --demo with the executor (no model: the extractive workflow) leaves

@@ -20,6 +20,7 @@ import (
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
+	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
 )
@@ -86,10 +87,12 @@ again changes nothing.`,
 	return cmd
 }
 
-// importer stores what a walk visits as documents of one client: parse,
-// stamp, store, or store with the reason it could not be parsed or read.
+// importer stores what a walk visits as documents of one client, through
+// the one ingest path (pollers.Ingester): parse, stamp, store, or store
+// with the reason a file could not be parsed or read.
 type importer struct {
 	st                 store.Store
+	kinds              *pollers.Registry
 	client, connection string
 	dataDir            string // where Git repositories are cloned
 	// transform, when set, rewrites a file's content before it is parsed
@@ -99,11 +102,9 @@ type importer struct {
 	sum       importSummary
 }
 
-// storeError is a failure to store, as opposed to one to read input: it
-// stops an import.
-type storeError struct{ error }
-
-func (e storeError) Unwrap() error { return e.error }
+func (im *importer) ingester() pollers.Ingester {
+	return pollers.Ingester{Store: im.st, Kinds: im.kinds}
+}
 
 // file stores one file visited by filedrop.Walk: its documents as they are
 // parsed (a mailbox message by message), or, when it cannot be read or
@@ -112,43 +113,39 @@ func (im *importer) file(ctx context.Context) filedrop.VisitFunc {
 	return func(name string, r io.Reader, err error) error {
 		im.sum.Files++
 		im.bar.Add(1)
-		switch {
-		case err != nil && (filedrop.Supported(name) || filedrop.Archive(name)):
-			im.sum.Unreadable++
-			return im.put(ctx, name, filedrop.Unreadable(name, err))
-		case !filedrop.Supported(name):
+		if err != nil && filedrop.Archive(name) { // a broken archive: recorded under its own name
+			receipts, err := im.ingester().Documents(ctx, im.client, im.connection, im.kinds.Unreadable(name, err))
+			im.count(receipts)
+			return err
+		}
+		if im.transform != nil && err == nil {
+			r = im.transform(name, r)
+		}
+		receipts, err := im.ingester().File(ctx, im.client, im.connection, name, r, err)
+		if errors.Is(err, pollers.ErrUnsupported) {
 			im.sum.Skipped++
 			return nil
 		}
-		if im.transform != nil {
-			r = im.transform(name, r)
-		}
-		err = filedrop.ParseFrom(name, r, func(d store.Document) error { return im.put(ctx, name, d) })
-		var se storeError
-		if errors.As(err, &se) || err == nil {
-			return err
-		}
-		im.sum.Unreadable++ // the documents before the break are stored
-		return im.put(ctx, name, filedrop.Unreadable(name, err))
+		im.count(receipts)
+		return err
 	}
 }
 
-func (im *importer) put(ctx context.Context, name string, docs ...store.Document) error {
-	for _, d := range docs {
-		d.Client, d.Connection = im.client, im.connection
-		if _, bad := d.Normalized.Metadata[store.MetaParseError]; bad {
-			im.sum.Unparsable++
-		}
-		_, created, err := im.st.PutDocument(ctx, d)
-		if err != nil {
-			return storeError{fmt.Errorf("%s: %w", name, err)}
-		}
+// count adds what the ingester stored to the summary.
+func (im *importer) count(receipts []pollers.Receipt) {
+	for _, r := range receipts {
 		im.sum.Documents++
-		if created {
+		if r.Created {
 			im.sum.NewVersions++
 		}
+		switch {
+		case strings.HasPrefix(r.Unparsable, "unreadable: "):
+			im.sum.Unreadable++
+			im.sum.Unparsable++
+		case r.Unparsable != "":
+			im.sum.Unparsable++
+		}
 	}
-	return nil
 }
 
 // repository stores the commits and branches of a Git repository or
@@ -167,7 +164,9 @@ func (im *importer) repository(ctx context.Context, path string) error {
 		}
 		im.sum.Commits += len(b.Documents)
 		im.bar.Add(len(b.Documents))
-		if err := im.put(ctx, path, b.Documents...); err != nil {
+		receipts, err := im.ingester().Documents(ctx, im.client, im.connection, b.Documents...)
+		im.count(receipts)
+		if err != nil {
 			return err
 		}
 		if cursor = b.Cursor; !b.More {
@@ -193,7 +192,7 @@ func isRepository(path string) bool {
 // index) runs the indexers until no document is waiting. A path that
 // cannot be read is reported and the others are imported.
 func (a *app) importPaths(ctx context.Context, st store.Store, client string, paths []string, index bool) (importSummary, error) {
-	return a.importWith(ctx, &importer{st: st, client: client, connection: "import", dataDir: a.cfg.DataDir}, paths, index)
+	return a.importWith(ctx, &importer{st: st, kinds: a.kinds, client: client, connection: "import", dataDir: a.cfg.DataDir}, paths, index)
 }
 
 func (a *app) importWith(ctx context.Context, im *importer, paths []string, index bool) (importSummary, error) {

@@ -20,6 +20,8 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/mongo"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 )
 
 func main() {
@@ -55,6 +57,10 @@ type app struct {
 	// redactor removes secrets from everything that leaves the process:
 	// logs, errors, events (the configuration's secrets by value too).
 	redactor *redact.Redactor
+	// kinds are the source kinds of this build (pollers/kinds), and
+	// connections the configured ones, each checked by its kind.
+	kinds       *pollers.Registry
+	connections []pollers.ConfiguredConnection
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -96,6 +102,12 @@ func (a *app) load(cmd *cobra.Command) error {
 	set("log-format", &cfg.Log.Format, a.logFormat)
 	applyCommandFlags(cmd, &cfg)
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if a.kinds == nil {
+		a.kinds = kinds.Default()
+	}
+	if a.connections, err = a.kinds.Configure(cfg.Connections, a.environ, cfg.DataDir); err != nil {
 		return err
 	}
 	a.cfg = cfg

@@ -39,7 +39,7 @@ POST /admin/v1/reprocess does the same as a job.`,
 				}
 				*t.to = &at
 			}
-			if err := req.Validate(); err != nil {
+			if err := req.Validate(a.kinds.SourceTypes()...); err != nil {
 				return err
 			}
 			srv, err := a.remote()

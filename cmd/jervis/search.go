@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jervis-dev/jervis/internal/config"
-	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/ollama"
+	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/graph/arango"
 	"github.com/jervis-dev/jervis/kb/rag"
 	"github.com/jervis-dev/jervis/kb/rag/weaviate"

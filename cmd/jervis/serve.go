@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -20,18 +19,13 @@ import (
 	"github.com/jervis-dev/jervis/executor"
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/config"
-	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/internal/llmtools"
 	"github.com/jervis-dev/jervis/internal/metrics"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/mongo"
 	storesqlite "github.com/jervis-dev/jervis/internal/store/sqlite"
+	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/pollers"
-	"github.com/jervis-dev/jervis/pollers/confluence"
-	"github.com/jervis-dev/jervis/pollers/filedrop"
-	"github.com/jervis-dev/jervis/pollers/git"
-	"github.com/jervis-dev/jervis/pollers/imap"
-	"github.com/jervis-dev/jervis/pollers/jira"
 	"github.com/jervis-dev/jervis/qualifier"
 	"github.com/jervis-dev/jervis/qualifier/agent"
 )
@@ -331,47 +325,17 @@ func roleWired(role string) bool {
 	return slices.Contains(config.Roles, role)
 }
 
-// scheduler builds the configured connections' sources. Secrets are read
-// here, from the environment or files, and go nowhere but the source.
+// scheduler builds the configured connections' sources, each by its
+// kind. Secrets are read here, from the environment or files, and go
+// nowhere but the source.
 func (a *app) scheduler(st pollers.Store, wake func(), observe func(string, string, pollers.PollResult)) (*pollers.Scheduler, error) {
 	var conns []pollers.Connection
-	for _, c := range a.cfg.Connections {
-		var src pollers.Source
-		var secret string
-		var err error
-		sourceType := store.SourceFile
-		switch c.Type {
-		case "imap":
-			sourceType = store.SourceEmail
-			if secret, err = config.Secret(c.IMAP.PasswordEnv, c.IMAP.PasswordFile, a.environ); err == nil {
-				src, err = imap.New(imap.Config{Addr: c.IMAP.Addr, TLS: c.IMAP.TLS, Username: c.IMAP.Username, Password: secret, Mailboxes: c.IMAP.Mailboxes})
-			}
-		case "jira":
-			sourceType = store.SourceJira
-			if secret, err = config.Secret(c.Jira.TokenEnv, c.Jira.TokenFile, a.environ); err == nil {
-				src, err = jira.NewSource(jira.Config{BaseURL: c.Jira.URL, Deployment: c.Jira.Deployment, Username: c.Jira.Username, Token: secret, JQL: c.Jira.JQL})
-			}
-		case "confluence":
-			sourceType = store.SourceConfluence
-			if secret, err = config.Secret(c.Confluence.TokenEnv, c.Confluence.TokenFile, a.environ); err == nil {
-				src, err = confluence.NewSource(confluence.Config{BaseURL: c.Confluence.URL, Username: c.Confluence.Username, Token: secret, Spaces: c.Confluence.Spaces})
-			}
-		case "git":
-			sourceType = store.SourceGit
-			if c.Git.TokenEnv != "" || c.Git.TokenFile != "" {
-				secret, err = config.Secret(c.Git.TokenEnv, c.Git.TokenFile, a.environ)
-			}
-			if err == nil {
-				src, err = git.New(git.Config{URL: c.Git.URL, Dir: filepath.Join(a.cfg.DataDir, "git", c.ID), Branches: c.Git.Branches,
-					Username: c.Git.Username, Token: secret})
-			}
-		case "filedrop":
-			src, err = filedrop.New(c.Filedrop.Path, 0)
-		}
+	for _, c := range a.connections {
+		src, err := c.Configured.NewSource()
 		if err != nil {
 			return nil, fmt.Errorf("connection %s: %w", c.ID, err)
 		}
-		conns = append(conns, pollers.Connection{ID: c.ID, Client: c.Client, SourceType: sourceType, Schedule: c.Schedule, Source: src})
+		conns = append(conns, pollers.Connection{ID: c.ID, Client: c.Client, SourceType: c.Kind.SourceType(), Schedule: c.Schedule, Source: src})
 		a.log.Info("connection scheduled", "connection", c.ID, "client", c.Client, "type", c.Type, "schedule", c.Schedule)
 	}
 	if len(conns) == 0 {

@@ -57,13 +57,16 @@ type Store interface {
 	TransitionTasks(ctx context.Context, ts []store.TaskTransition) error
 }
 
-// Validate checks a request.
-func (r Request) Validate() error {
+// Validate checks a request; given the source types of this build's kinds,
+// its source type must be one of them.
+func (r Request) Validate(known ...store.SourceType) error {
 	switch {
 	case store.ValidateClientID(r.Client) != nil:
 		return fmt.Errorf("%w: client: %v", store.ErrInvalid, store.ValidateClientID(r.Client))
-	case r.SourceType != "" && !slices.Contains(store.SourceTypes, store.SourceType(r.SourceType)):
-		return fmt.Errorf("%w: sourceType: %q is not one of %v", store.ErrInvalid, r.SourceType, store.SourceTypes)
+	case r.SourceType != "" && !store.SourceType(r.SourceType).Valid():
+		return fmt.Errorf("%w: sourceType: %q is not a source type (upper-case letters, digits and _)", store.ErrInvalid, r.SourceType)
+	case r.SourceType != "" && len(known) > 0 && !slices.Contains(known, store.SourceType(r.SourceType)):
+		return fmt.Errorf("%w: sourceType: %q is not the source type of a kind of this build (%s)", store.ErrInvalid, r.SourceType, joinTypes(known))
 	case r.Since != nil && r.Until != nil && !r.Until.After(*r.Since):
 		return fmt.Errorf("%w: until: not after since", store.ErrInvalid)
 	case r.Wipe && (r.SourceType != "" || len(r.DocumentIDs) > 0 || r.Since != nil || r.Until != nil):
@@ -206,4 +209,12 @@ func transitioned(n int, err error) (int, error) {
 		return n - len(skipped.Unwrap()), nil
 	}
 	return n - 1, nil
+}
+
+func joinTypes(ts []store.SourceType) string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = string(t)
+	}
+	return strings.Join(out, ", ")
 }

@@ -11,14 +11,14 @@ import (
 
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/indexers"
-	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/reprocess"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/kb/graph"
 	"github.com/jervis-dev/jervis/kb/rag"
-	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/qualifier"
 )
 
@@ -44,7 +44,7 @@ func (e env) load(t *testing.T, client string) int {
 				return err
 			}
 			raw, _ := fs.ReadFile(deploy.Demo(), path)
-			docs, err := filedrop.Parse(path, raw)
+			docs, err := kinds.Default().Parse(path, raw)
 			for _, doc := range docs {
 				doc.Client = client
 				if _, _, err := e.st.PutDocument(t.Context(), doc); err != nil {
@@ -211,7 +211,7 @@ func TestSelectTakesTheLatestVersionsInRange(t *testing.T) {
 		{Client: "Bad Client!"}, {Client: "acme", SourceType: "FAX"}, {Client: "acme", Wipe: true, SourceType: "FILE"},
 		{Client: "acme", Since: new(day(3)), Until: new(day(2))},
 	} {
-		if err := bad.Validate(); err == nil {
+		if err := bad.Validate(kinds.Default().SourceTypes()...); err == nil {
 			t.Errorf("%+v: accepted", bad)
 		}
 	}

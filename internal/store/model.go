@@ -4,13 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"regexp"
 	"time"
 )
 
 // SourceType is the kind of system a document came from.
 type SourceType string
 
-// The source types of ARCHITECTURE §4.
+// The source types of the built-in kinds (ARCHITECTURE §4).
 const (
 	SourceEmail      SourceType = "EMAIL"
 	SourceJira       SourceType = "JIRA"
@@ -19,18 +20,12 @@ const (
 	SourceFile       SourceType = "FILE"
 )
 
-// SourceTypes lists every source type.
-var SourceTypes = []SourceType{SourceEmail, SourceJira, SourceConfluence, SourceGit, SourceFile}
+var sourceTypePattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]{1,31}$`)
 
-// Valid reports whether t is a known source type.
-func (t SourceType) Valid() bool {
-	for _, s := range SourceTypes {
-		if s == t {
-			return true
-		}
-	}
-	return false
-}
+// Valid reports whether t can name a source type: upper-case letters,
+// digits and _, starting with a letter, 2 to 32 characters. Source kinds
+// are open (pollers.Kind): a new kind brings its own type.
+func (t SourceType) Valid() bool { return sourceTypePattern.MatchString(string(t)) }
 
 // Link is a link found in a document: the URL and the text around it.
 type Link struct {

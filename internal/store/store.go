@@ -296,7 +296,7 @@ func PrepareDocument(doc Document, now time.Time) (Document, error) {
 	case strings.TrimSpace(doc.Client) == "":
 		return doc, invalid("client", "required")
 	case !doc.SourceType.Valid():
-		return doc, invalid("sourceType", fmt.Sprintf("%q is not one of %v", doc.SourceType, SourceTypes))
+		return doc, invalid("sourceType", fmt.Sprintf("%q is not a source type (upper-case letters, digits and _)", doc.SourceType))
 	case strings.TrimSpace(doc.ExternalID) == "":
 		return doc, invalid("externalId", "required")
 	}

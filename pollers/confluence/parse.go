@@ -22,6 +22,7 @@ import (
 	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
 
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
 )
 
 // ErrNotConfluence means a payload has no Confluence pages in it.
@@ -114,31 +115,26 @@ func Page(raw json.RawMessage) (store.Document, error) {
 	if err != nil {
 		return store.Document{}, fmt.Errorf("page %s: %w", p.ID, err)
 	}
-	meta := map[string]any{"pageId": p.ID}
+	meta := Meta{PageID: p.ID, PageLinks: links.Pages}
 	if p.Space != nil {
-		meta["space"] = p.Space.Key
+		meta.Space = p.Space.Key
 	}
 	var observed time.Time
 	if v := p.Version; v != nil {
-		meta["version"] = v.Number
+		meta.Version = v.Number
 		if v.By != nil {
-			meta["author"] = strings.ToLower(v.By.Email)
+			meta.Author = strings.ToLower(v.By.Email)
 			if v.By.Email == "" {
-				meta["author"] = v.By.DisplayName
+				meta.Author = v.By.DisplayName
 			}
 		}
 		observed, _ = time.Parse(time.RFC3339, v.When)
 	}
-	var ancestors []string
 	for _, a := range p.Ancestors {
-		ancestors = append(ancestors, a.Title)
+		meta.Ancestors = append(meta.Ancestors, a.Title)
 	}
-	if len(ancestors) > 0 {
-		meta["ancestors"] = ancestors
-		meta["parent"] = ancestors[len(ancestors)-1]
-	}
-	if len(links.Pages) > 0 {
-		meta["pageLinks"] = links.Pages
+	if len(meta.Ancestors) > 0 {
+		meta.Parent = meta.Ancestors[len(meta.Ancestors)-1]
 	}
 	var ls []store.Link
 	for _, u := range links.URLs {
@@ -149,7 +145,7 @@ func Page(raw json.RawMessage) (store.Document, error) {
 		ExternalID: p.ID,
 		Raw:        raw,
 		ObservedAt: observed,
-		Normalized: store.Normalized{Title: p.Title, Body: text, Metadata: meta, Links: ls},
+		Normalized: store.Normalized{Title: p.Title, Body: text, Metadata: pollers.MetaMap(meta), Links: ls},
 	}, nil
 }
 
@@ -223,12 +219,20 @@ func StorageDocument(title string, xhtml []byte) store.Document {
 	for _, u := range links.URLs {
 		ls = append(ls, store.Link{URL: u})
 	}
-	meta := map[string]any{}
-	if len(links.Pages) > 0 {
-		meta["pageLinks"] = links.Pages
-	}
 	return store.Document{SourceType: store.SourceConfluence, ExternalID: id, Raw: xhtml,
-		Normalized: store.Normalized{Title: title, Body: text, Metadata: meta, Links: ls}}
+		Normalized: store.Normalized{Title: title, Body: text, Metadata: pollers.MetaMap(Meta{PageLinks: links.Pages}), Links: ls}}
+}
+
+// Meta is a Confluence document's metadata (Normalized.Metadata), as Page
+// and StorageDocument write it and Shape reads it.
+type Meta struct {
+	PageID    string   `json:"pageId,omitempty"`
+	Space     string   `json:"space,omitempty"`
+	Version   int      `json:"version,omitempty"`
+	Author    string   `json:"author,omitempty"` // e-mail, lower-cased, or the display name
+	Ancestors []string `json:"ancestors,omitempty"`
+	Parent    string   `json:"parent,omitempty"`
+	PageLinks []string `json:"pageLinks,omitempty"`
 }
 
 func unparsable(raw []byte, reason error) store.Document {

@@ -46,6 +46,7 @@ import (
 	"golang.org/x/text/encoding/charmap"
 
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
 )
 
 // Limits on one message.
@@ -488,42 +489,37 @@ func looksLikeMessage(raw []byte) bool {
 	return true
 }
 
+// Meta is an email document's metadata (Normalized.Metadata), as Parse
+// writes it and Shape reads it.
+type Meta struct {
+	From           string       `json:"from"`     // the sender's bare address, lower-cased
+	FromName       string       `json:"fromName"` // "Name <address>" as written
+	To             []string     `json:"to,omitempty"`
+	Cc             []string     `json:"cc,omitempty"`
+	Date           string       `json:"date,omitempty"` // RFC 3339
+	MessageID      string       `json:"messageId,omitempty"`
+	InReplyTo      string       `json:"inReplyTo,omitempty"`
+	References     []string     `json:"references,omitempty"`
+	Attachments    []Attachment `json:"attachments,omitempty"`
+	HTML           string       `json:"html,omitempty"`
+	DecodingIssues []string     `json:"decodingIssues,omitempty"`
+	Mailbox        string       `json:"mailbox,omitempty"` // IMAP: the mailbox and UID it was read from
+	UID            uint32       `json:"uid,omitempty"`
+}
+
 // Document builds the store document of a message (raw is kept as is).
 func (m *Message) Document(raw []byte) store.Document {
-	meta := map[string]any{"from": Address(m.From), "fromName": m.From}
-	if len(m.To) > 0 {
-		meta["to"] = m.To
-	}
-	if len(m.Cc) > 0 {
-		meta["cc"] = m.Cc
-	}
+	meta := Meta{From: Address(m.From), FromName: m.From, To: m.To, Cc: m.Cc, MessageID: m.MessageID, InReplyTo: m.InReplyTo,
+		References: m.References, Attachments: m.Attachments, HTML: m.HTML, DecodingIssues: m.DecodingIssues}
 	if !m.Date.IsZero() {
-		meta["date"] = m.Date.Format(time.RFC3339)
-	}
-	if m.MessageID != "" {
-		meta["messageId"] = m.MessageID
-	}
-	if m.InReplyTo != "" {
-		meta["inReplyTo"] = m.InReplyTo
-	}
-	if len(m.References) > 0 {
-		meta["references"] = m.References
-	}
-	if len(m.Attachments) > 0 {
-		meta["attachments"] = m.Attachments
-	}
-	if m.HTML != "" {
-		meta["html"] = m.HTML
-	}
-	if len(m.DecodingIssues) > 0 {
-		meta["decodingIssues"] = m.DecodingIssues
+		meta.Date = m.Date.Format(time.RFC3339)
 	}
 	return store.Document{
 		SourceType: store.SourceEmail,
 		ExternalID: ExternalID(m.MessageID, raw),
 		Raw:        raw,
 		ObservedAt: m.Date,
-		Normalized: store.Normalized{Title: m.Subject, Body: m.Text, Metadata: meta, Warnings: m.Warnings},
+		Normalized: store.Normalized{Title: m.Subject, Body: m.Text, Metadata: pollers.MetaMap(meta), Warnings: m.Warnings},
 	}
 }
 

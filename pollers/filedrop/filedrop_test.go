@@ -16,8 +16,13 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 )
+
+// registry reads files as jervis does: each kind claims its extensions.
+var registry = kinds.Default()
 
 func parseFile(t *testing.T, name string) []store.Document {
 	t.Helper()
@@ -25,7 +30,7 @@ func parseFile(t *testing.T, name string) []store.Document {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs, err := filedrop.Parse(name, raw)
+	docs, err := registry.Parse(name, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,23 +80,23 @@ func TestParseBadFiles(t *testing.T) {
 		bin[i] = byte(i * 7)
 	}
 	for name, want := range map[string]string{"photo.eml": "not an email message", "notes.md": "not UTF-8", "data.json": "neither Jira issues nor Confluence pages"} {
-		docs, err := filedrop.Parse(name, bin)
+		docs, err := registry.Parse(name, bin)
 		if err != nil || len(docs) != 1 || !strings.Contains(reason(docs[0]), want) || len(docs[0].Raw) != len(bin) {
 			t.Errorf("%s: %v %+v", name, err, docs)
 		}
 	}
-	if _, err := filedrop.Parse("image.png", bin); !errors.Is(err, filedrop.ErrUnsupported) {
+	if _, err := registry.Parse("image.png", bin); !errors.Is(err, pollers.ErrUnsupported) {
 		t.Fatalf("png: %v", err)
 	}
 	// Empty files of every type, and files that could not be read, are
 	// documents with the reason, named by the file.
 	for _, name := range []string{"a.eml", "b.mbox", "c.json", "d.md", "e.html"} {
-		docs, err := filedrop.Parse(name, []byte("\n "))
+		docs, err := registry.Parse(name, []byte("\n "))
 		if err != nil || len(docs) != 1 || docs[0].ExternalID != name || reason(docs[0]) != "empty file (2 bytes)" {
 			t.Errorf("empty %s: %v %+v", name, err, docs)
 		}
 	}
-	u := filedrop.Unreadable("x/y.eml", errors.New("permission denied"))
+	u := registry.Unreadable("x/y.eml", errors.New("permission denied"))
 	if u.ExternalID != "x/y.eml" || u.SourceType != store.SourceEmail || reason(u) != "unreadable: permission denied" || u.ContentHash == "" {
 		t.Fatalf("unreadable: %+v", u)
 	}
@@ -155,7 +160,7 @@ func TestSourcePagesAndPicksUpChanges(t *testing.T) {
 	}
 	write("ignored.png", "x", base)
 	write(".hidden.md", "x", base)
-	src, err := filedrop.New(dir, 2)
+	src, err := filedrop.New(dir, 2, registry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +201,7 @@ func TestSourcePagesAndPicksUpChanges(t *testing.T) {
 	if len(b.Documents) != 1 || b.Documents[0].ExternalID != "empty.eml" || reason(b.Documents[0]) != "empty file (0 bytes)" {
 		t.Fatalf("empty file: %+v", b.Documents)
 	}
-	if _, err := filedrop.New(filepath.Join(dir, "missing"), 0); err == nil {
+	if _, err := filedrop.New(filepath.Join(dir, "missing"), 0, registry); err == nil {
 		t.Fatal("missing dir accepted")
 	}
 }
@@ -215,7 +220,7 @@ func TestMailboxIsStreamed(t *testing.T) {
 			"Content-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n%s--b--\r\n\r\n", i, i, strings.Repeat("y", 100<<10), att)))
 	}
 	var docs []store.Document
-	err := filedrop.ParseFrom("list.mbox", io.MultiReader(parts...), func(d store.Document) error { docs = append(docs, d); return nil })
+	err := registry.ParseFile("list.mbox", io.MultiReader(parts...), func(d store.Document) error { docs = append(docs, d); return nil })
 	if err != nil || len(docs) != 7 {
 		t.Fatalf("%d documents, %v", len(docs), err)
 	}
@@ -227,24 +232,24 @@ func TestMailboxIsStreamed(t *testing.T) {
 	}
 	// The same bytes through Parse split the same way.
 	raw, _ := os.ReadFile("testdata/thread.mbox")
-	whole, _ := filedrop.Parse("thread.mbox", raw)
+	whole, _ := registry.Parse("thread.mbox", raw)
 	var streamed []store.Document
-	filedrop.ParseFrom("thread.mbox", strings.NewReader(string(raw)), func(d store.Document) error { streamed = append(streamed, d); return nil })
+	registry.ParseFile("thread.mbox", strings.NewReader(string(raw)), func(d store.Document) error { streamed = append(streamed, d); return nil })
 	if len(whole) != 2 || len(streamed) != 2 || whole[0].ContentHash != streamed[0].ContentHash || string(whole[1].Raw) != string(streamed[1].Raw) {
 		t.Fatalf("Parse and ParseFrom differ: %d %d", len(whole), len(streamed))
 	}
 	// A list archive written as .txt (Mailman's 2022-August.txt) is a
 	// mailbox; a note that starts with "From " in prose is not.
-	archive, _ := filedrop.Parse("2022-August.txt", raw)
+	archive, _ := registry.Parse("2022-August.txt", raw)
 	var fromReader []store.Document
-	filedrop.ParseFrom("2022-August.txt", strings.NewReader(string(raw)), func(d store.Document) error { fromReader = append(fromReader, d); return nil })
-	note, _ := filedrop.Parse("note.txt", []byte("From the desk of Ann: lunch is at noon.\n"))
+	registry.ParseFile("2022-August.txt", strings.NewReader(string(raw)), func(d store.Document) error { fromReader = append(fromReader, d); return nil })
+	note, _ := registry.Parse("note.txt", []byte("From the desk of Ann: lunch is at noon.\n"))
 	if len(archive) != 2 || archive[0].SourceType != store.SourceEmail || len(fromReader) != 2 || len(note) != 1 || note[0].SourceType != store.SourceFile {
 		t.Fatalf("archive %d, from a reader %d, note %+v", len(archive), len(fromReader), note)
 	}
 	// A mailbox that breaks off: the messages before the break, and the error.
 	docs = nil
-	err = filedrop.ParseFrom("cut.mbox", io.MultiReader(strings.NewReader(string(raw)), iotestErr{}), func(d store.Document) error { docs = append(docs, d); return nil })
+	err = registry.ParseFile("cut.mbox", io.MultiReader(strings.NewReader(string(raw)), iotestErr{}), func(d store.Document) error { docs = append(docs, d); return nil })
 	if len(docs) != 2 || err == nil || !strings.Contains(err.Error(), "after 2 messages") {
 		t.Fatalf("broken off: %d documents, %v", len(docs), err)
 	}

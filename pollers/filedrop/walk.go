@@ -2,7 +2,6 @@ package filedrop
 
 import (
 	"archive/tar"
-	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -125,12 +124,4 @@ func walkFile(p, name string, visit VisitFunc) error {
 			return err
 		}
 	}
-}
-
-// readAtMost reads r up to MaxFileBytes+1 bytes: enough for Parse to see
-// that a file is too large, without holding all of a huge one.
-func readAtMost(r io.Reader) ([]byte, error) {
-	var b bytes.Buffer
-	_, err := io.Copy(&b, io.LimitReader(r, MaxFileBytes+1))
-	return b.Bytes(), err
 }

@@ -358,24 +358,34 @@ func document(c *object.Commit) (store.Document, error) {
 		parents[i] = p.String()
 	}
 	title, _, _ := strings.Cut(strings.TrimSpace(c.Message), "\n")
-	meta := map[string]any{
-		"hash": c.Hash.String(), "author": strings.ToLower(c.Author.Email), "authorName": c.Author.Name,
-		"committed": c.Committer.When.UTC().Format("2006-01-02T15:04:05Z"), "parents": parents,
-	}
-	if len(files) > 0 {
-		meta["files"] = files
-	}
-	if keys := IssueKeys(c.Message); len(keys) > 0 {
-		meta["issueKeys"] = keys
-	}
+	meta := CommitMeta{Hash: c.Hash.String(), Author: strings.ToLower(c.Author.Email), AuthorName: c.Author.Name,
+		Committed: c.Committer.When.UTC().Format("2006-01-02T15:04:05Z"), Parents: parents, Files: files, IssueKeys: IssueKeys(c.Message)}
 	body := strings.TrimSpace(c.Message)
 	if listing.Len() > 0 {
 		body += "\n\nFiles changed:" + listing.String()
 	}
 	return store.Document{
 		SourceType: store.SourceGit, ExternalID: c.Hash.String(), Raw: raw, ObservedAt: c.Committer.When,
-		Normalized: store.Normalized{Title: title, Body: body, Metadata: meta},
+		Normalized: store.Normalized{Title: title, Body: body, Metadata: pollers.MetaMap(meta)},
 	}, nil
+}
+
+// CommitMeta is a commit document's metadata (Normalized.Metadata).
+type CommitMeta struct {
+	Hash       string   `json:"hash"`
+	Author     string   `json:"author"` // e-mail, lower-cased
+	AuthorName string   `json:"authorName"`
+	Committed  string   `json:"committed"`
+	Parents    []string `json:"parents"`
+	Files      []File   `json:"files,omitempty"`
+	IssueKeys  []string `json:"issueKeys,omitempty"`
+}
+
+// BranchMeta is a branch document's metadata: where the branch is.
+type BranchMeta struct {
+	Branch     string `json:"branch"`
+	Head       string `json:"head"`
+	Repository string `json:"repository"`
 }
 
 func branchDocument(repoURL, branch string, head plumbing.Hash) store.Document {
@@ -383,6 +393,6 @@ func branchDocument(repoURL, branch string, head plumbing.Hash) store.Document {
 	return store.Document{
 		SourceType: store.SourceGit, ExternalID: "branch:" + branch, Raw: raw,
 		Normalized: store.Normalized{Title: "branch " + branch, Body: fmt.Sprintf("Branch %s of %s is at %s.", branch, repoURL, head),
-			Metadata: map[string]any{"branch": branch, "head": head.String(), "repository": repoURL}},
+			Metadata: pollers.MetaMap(BranchMeta{Branch: branch, Head: head.String(), Repository: repoURL})},
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
 )
 
 // ErrNotJira means a JSON document has no Jira issues in it.
@@ -90,6 +91,24 @@ type issue struct {
 	Key    string  `json:"key"`
 	Self   string  `json:"self"`
 	Fields *fields `json:"fields"`
+}
+
+// Meta is a Jira document's metadata (Normalized.Metadata), as Issue
+// writes it and Shape reads it.
+type Meta struct {
+	Key         string    `json:"key"`
+	Status      string    `json:"status,omitempty"`
+	IssueType   string    `json:"issueType,omitempty"`
+	Priority    string    `json:"priority,omitempty"`
+	Project     string    `json:"project,omitempty"`
+	Assignee    string    `json:"assignee,omitempty"`
+	Reporter    string    `json:"reporter,omitempty"`
+	Created     string    `json:"created,omitempty"`
+	Updated     string    `json:"updated,omitempty"`
+	Labels      []string  `json:"labels,omitempty"`
+	FixVersions []string  `json:"fixVersions,omitempty"`
+	IssueLinks  []Link    `json:"issueLinks,omitempty"`
+	Comments    []Comment `json:"comments,omitempty"`
 }
 
 // Link is an issue link as kept in metadata.
@@ -166,62 +185,38 @@ func Issue(raw json.RawMessage) (store.Document, error) {
 	}
 	f := is.Fields
 	desc := richText(f.Description)
-	meta := map[string]any{"key": is.Key}
-	set := func(k, v string) {
-		if v != "" {
-			meta[k] = v
-		}
-	}
+	meta := Meta{Key: is.Key, Assignee: f.Assignee.ref(), Reporter: f.Reporter.ref(), Created: f.Created, Updated: f.Updated, Labels: f.Labels}
 	if f.Status != nil {
-		set("status", f.Status.Name)
+		meta.Status = f.Status.Name
 	}
 	if f.IssueType != nil {
-		set("issueType", f.IssueType.Name)
+		meta.IssueType = f.IssueType.Name
 	}
 	if f.Priority != nil {
-		set("priority", f.Priority.Name)
+		meta.Priority = f.Priority.Name
 	}
 	if f.Project != nil {
-		set("project", f.Project.Key)
+		meta.Project = f.Project.Key
 	}
-	set("assignee", f.Assignee.ref())
-	set("reporter", f.Reporter.ref())
-	set("created", f.Created)
-	set("updated", f.Updated)
-	if len(f.Labels) > 0 {
-		meta["labels"] = f.Labels
-	}
-	var versions []string
 	for _, v := range f.FixVersions {
-		versions = append(versions, v.Name)
+		meta.FixVersions = append(meta.FixVersions, v.Name)
 	}
-	if len(versions) > 0 {
-		meta["fixVersions"] = versions
-	}
-	var links []Link
 	for _, l := range f.IssueLinks {
 		switch {
 		case l.OutwardIssue != nil:
-			links = append(links, Link{Type: l.Type.Name, Direction: "outward", Phrase: l.Type.Outward, Key: l.OutwardIssue.Key})
+			meta.IssueLinks = append(meta.IssueLinks, Link{Type: l.Type.Name, Direction: "outward", Phrase: l.Type.Outward, Key: l.OutwardIssue.Key})
 		case l.InwardIssue != nil:
-			links = append(links, Link{Type: l.Type.Name, Direction: "inward", Phrase: l.Type.Inward, Key: l.InwardIssue.Key})
+			meta.IssueLinks = append(meta.IssueLinks, Link{Type: l.Type.Name, Direction: "inward", Phrase: l.Type.Inward, Key: l.InwardIssue.Key})
 		}
-	}
-	if len(links) > 0 {
-		meta["issueLinks"] = links
 	}
 	var body strings.Builder
 	body.WriteString(desc)
-	var comments []Comment
 	if f.Comment != nil {
 		for _, c := range f.Comment.Comments {
 			cm := Comment{Author: c.Author.ref(), Created: c.Created, Text: richText(c.Body)}
-			comments = append(comments, cm)
+			meta.Comments = append(meta.Comments, cm)
 			fmt.Fprintf(&body, "\n\nComment by %s (%s):\n%s", cm.Author, cm.Created, cm.Text)
 		}
-	}
-	if len(comments) > 0 {
-		meta["comments"] = comments
 	}
 	observed, _ := time.Parse("2006-01-02T15:04:05.000-0700", f.Updated)
 	return store.Document{
@@ -229,7 +224,7 @@ func Issue(raw json.RawMessage) (store.Document, error) {
 		ExternalID: is.Key,
 		Raw:        raw,
 		ObservedAt: observed,
-		Normalized: store.Normalized{Title: is.Key + ": " + f.Summary, Body: strings.TrimSpace(body.String()), Metadata: meta},
+		Normalized: store.Normalized{Title: is.Key + ": " + f.Summary, Body: strings.TrimSpace(body.String()), Metadata: pollers.MetaMap(meta)},
 	}, nil
 }
 

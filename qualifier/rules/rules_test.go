@@ -11,7 +11,7 @@ import (
 	"github.com/jervis-dev/jervis/deploy"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
-	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/qualifier/rules"
 )
 
@@ -23,7 +23,7 @@ func demoDoc(t *testing.T, path string) store.Document {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs, err := filedrop.Parse(path, raw)
+	docs, err := registry.Parse(path, raw)
 	if err != nil || len(docs) == 0 {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -36,6 +36,17 @@ func demoDoc(t *testing.T, path string) store.Document {
 }
 
 const R, D = rules.ReadyForGPU, rules.Done
+
+// The rules read a document through its kind's Shape, as the qualifier does.
+var registry = kinds.Default()
+
+func structure(d store.Document) kb.IngestRequest { return rules.Structure(registry.Shape(d), d) }
+
+func route(d store.Document, users []string) (string, string) {
+	return rules.Route(registry.Shape(d), d, users)
+}
+
+func asked(d store.Document) store.Asks { return rules.Asked(registry.Shape(d), d) }
 
 // Hand labels for Bob Smith (the configured user), written from reading each
 // message: does it ask Bob for something, or a decision he is part of?
@@ -69,7 +80,7 @@ func TestRoutingMatchesHandLabels(t *testing.T) {
 	wrong := 0
 	for n, want := range labels {
 		d := demoDoc(t, fmt.Sprintf("email/%04d.eml", n))
-		got, why := rules.Route(d, []string{"bob.smith@kestrel.test"})
+		got, why := route(d, []string{"bob.smith@kestrel.test"})
 		if got != want {
 			wrong++
 			t.Errorf("%04d %q: %s (%s), labelled %s", n, d.Normalized.Title, got, why, want)
@@ -81,20 +92,20 @@ func TestRoutingMatchesHandLabels(t *testing.T) {
 func TestRoutingOtherSources(t *testing.T) {
 	t.Parallel()
 	page := demoDoc(t, "confluence/ops-98001.json")
-	if got, _ := rules.Route(page, nil); got != D {
+	if got, _ := route(page, nil); got != D {
 		t.Errorf("a wiki page: %s", got)
 	}
 	issue := store.Document{SourceType: store.SourceJira, ExternalID: "OPS-9", Normalized: store.Normalized{Title: "OPS-9: x",
 		Metadata: map[string]any{"assignee": "bob.smith@kestrel.test", "status": "In Progress"}}}
-	if got, why := rules.Route(issue, []string{"bob.smith@kestrel.test"}); got != R {
+	if got, why := route(issue, []string{"bob.smith@kestrel.test"}); got != R {
 		t.Errorf("open issue assigned to the user: %s (%s)", got, why)
 	}
 	issue.Normalized.Metadata["status"] = "Done"
-	if got, _ := rules.Route(issue, []string{"bob.smith@kestrel.test"}); got != D {
+	if got, _ := route(issue, []string{"bob.smith@kestrel.test"}); got != D {
 		t.Errorf("done issue: %s", got)
 	}
 	// With no configured users, a request to anyone counts.
-	if got, _ := rules.Route(demoDoc(t, "email/0071.eml"), nil); got != R {
+	if got, _ := route(demoDoc(t, "email/0071.eml"), nil); got != R {
 		t.Errorf("request to anyone without users: %s", got)
 	}
 }
@@ -102,7 +113,7 @@ func TestRoutingOtherSources(t *testing.T) {
 func TestStructureEmail(t *testing.T) {
 	t.Parallel()
 	d := demoDoc(t, "email/0002.eml")
-	req := rules.Structure(d)
+	req := structure(d)
 	if req.MainNode != "email:"+d.ExternalID || req.SourceType != "EMAIL" || len(req.Relations) < 2 {
 		t.Fatalf("%+v", req)
 	}
@@ -127,7 +138,7 @@ func TestAsked(t *testing.T) {
 		Body: "Hi Bob,\nv2.1 is out. Can we ship it?\nPlease sign off the release notes by Friday. We must decide on the " +
 			"pricing before the 12th!\nSee https://x.test/a?b=1.\n> Could you also review my old mail?\nThanks",
 	}}
-	got := rules.Asked(d)
+	got := asked(d)
 	want := store.Asks{
 		Questions: []string{"Can we ship it?"},
 		Requests:  nil,
@@ -141,7 +152,7 @@ func TestAsked(t *testing.T) {
 	}
 	jira := store.Document{SourceType: store.SourceJira, Normalized: store.Normalized{
 		Metadata: map[string]any{"assignee": "dmitri", "reporter": "carol"}, Body: "Could you look at the flaky test before Monday?"}}
-	if a := rules.Asked(jira); !slices.Equal(a.Of, []string{"dmitri"}) || a.From != "carol" || len(a.Questions) != 1 || !slices.Equal(a.Deadlines, []string{"before Monday"}) {
+	if a := asked(jira); !slices.Equal(a.Of, []string{"dmitri"}) || a.From != "carol" || len(a.Questions) != 1 || !slices.Equal(a.Deadlines, []string{"before Monday"}) {
 		t.Fatalf("jira: %+v", a)
 	}
 }
@@ -172,7 +183,7 @@ func TestStructureReplyChain(t *testing.T) {
 		if tc.refs != nil {
 			meta["references"] = tc.refs
 		}
-		req := rules.Structure(store.Document{SourceType: store.SourceEmail, ExternalID: "c@x", Normalized: store.Normalized{Title: "Re: x", Body: "ok", Metadata: meta}})
+		req := structure(store.Document{SourceType: store.SourceEmail, ExternalID: "c@x", Normalized: store.Normalized{Title: "Re: x", Body: "ok", Metadata: meta}})
 		var got []string
 		for _, r := range req.Relations {
 			if r.Type != "sent_by" {
@@ -194,7 +205,7 @@ func TestStructureReplyChain(t *testing.T) {
 // Jira link type names of any spelling become valid edge types.
 func TestStructureJiraLinkTypes(t *testing.T) {
 	t.Parallel()
-	req := rules.Structure(store.Document{SourceType: store.SourceJira, ExternalID: "TIM-2", Normalized: store.Normalized{Title: "TIM-2: x", Metadata: map[string]any{
+	req := structure(store.Document{SourceType: store.SourceJira, ExternalID: "TIM-2", Normalized: store.Normalized{Title: "TIM-2: x", Metadata: map[string]any{
 		"key": "TIM-2", "issueLinks": []any{
 			map[string]any{"type": "Gantt: start-finish", "direction": "outward", "phrase": "start is earliest end of", "key": "TIM-3"},
 			map[string]any{"type": "Problem/Incident", "direction": "inward", "phrase": "is caused by", "key": "TIM-1"},
@@ -208,30 +219,13 @@ func TestStructureJiraLinkTypes(t *testing.T) {
 	}
 }
 
-// A link ref keeps a URL whole up to 400 bytes; a longer one keeps a prefix
-// and a hash, so it stays a valid ref and two long URLs stay two nodes.
-func TestLinkRef(t *testing.T) {
-	t.Parallel()
-	if got := rules.LinkRef("https://x.test/a"); got != "link:https://x.test/a" {
-		t.Fatalf("short: %q", got)
-	}
-	long := "https://idp.example.test/adfs/ls/?request=" + strings.Repeat("q", 800)
-	a, b := rules.LinkRef(long), rules.LinkRef(long+"x")
-	if a == b || len(a) > 450 || !strings.HasPrefix(a, "link:https://idp.example.test/adfs/") {
-		t.Fatalf("long: %q %q", a, b)
-	}
-	if _, err := kb.ParseRef(a); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A mailer's overlong Message-ID still names a valid node, the same one
 // from the message itself and from its replies.
 func TestStructureLongMessageID(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", 600) + "@mail.example.test"
-	parent := rules.Structure(store.Document{SourceType: store.SourceEmail, ExternalID: long, Normalized: store.Normalized{Title: "x", Metadata: map[string]any{}}})
-	reply := rules.Structure(store.Document{SourceType: store.SourceEmail, ExternalID: "r@x", Normalized: store.Normalized{Title: "Re: x",
+	parent := structure(store.Document{SourceType: store.SourceEmail, ExternalID: long, Normalized: store.Normalized{Title: "x", Metadata: map[string]any{}}})
+	reply := structure(store.Document{SourceType: store.SourceEmail, ExternalID: "r@x", Normalized: store.Normalized{Title: "Re: x",
 		Metadata: map[string]any{"inReplyTo": long}}})
 	if len(reply.Relations) != 1 || reply.Relations[0].To != parent.MainNode {
 		t.Fatalf("reply %+v, parent %s", reply.Relations, parent.MainNode)

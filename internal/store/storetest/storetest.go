@@ -255,7 +255,7 @@ func testDocumentValidation(t *testing.T, s store.Store) {
 		field string
 	}{
 		{"no client", store.Document{SourceType: store.SourceFile, ExternalID: "x", Raw: []byte("x")}, "client"},
-		{"bad source", store.Document{Client: "a", SourceType: "FAX", ExternalID: "x", Raw: []byte("x")}, "sourceType"},
+		{"bad source", store.Document{Client: "a", SourceType: "fax machine", ExternalID: "x", Raw: []byte("x")}, "sourceType"},
 		{"no external id", store.Document{Client: "a", SourceType: store.SourceFile, Raw: []byte("x")}, "externalId"},
 		{"no content", store.Document{Client: "a", SourceType: store.SourceFile, ExternalID: "x"}, "raw"},
 	} {

@@ -1,6 +1,7 @@
-// Package imap polls mailboxes of an IMAP server (emersion/go-imap/v2) and
-// returns each new message as a source document (MIME parsed by
-// pollers/email).
+package email
+
+// The IMAP source polls mailboxes of an IMAP server (emersion/go-imap/v2)
+// and returns each new message as a source document (MIME parsed by Parse).
 //
 // The cursor holds, per mailbox, the UIDVALIDITY and the last UID taken.
 // Each poll opens the mailbox read-only (EXAMINE, messages stay unseen),
@@ -8,7 +9,6 @@
 // the server's UIDVALIDITY changes, the mailbox is read again from the
 // start; documents are keyed by Message-ID and content, so nothing is stored
 // twice.
-package imap
 
 import (
 	"cmp"
@@ -26,7 +26,6 @@ import (
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/pollers"
-	"github.com/jervis-dev/jervis/pollers/email"
 )
 
 // TLS modes.
@@ -36,8 +35,8 @@ const (
 	Plain    = "none"     // no TLS: loopback and tests only
 )
 
-// Config configures a Source.
-type Config struct {
+// IMAPConfig configures an IMAPSource.
+type IMAPConfig struct {
 	Addr      string // host:port
 	TLS       string // tls (default), starttls or none
 	Username  string
@@ -48,15 +47,15 @@ type Config struct {
 	TLSConfig *tls.Config
 }
 
-// Source polls one account.
-type Source struct {
-	cfg Config
+// IMAPSource polls one account.
+type IMAPSource struct {
+	cfg IMAPConfig
 }
 
-var _ pollers.Source = (*Source)(nil)
+var _ pollers.Source = (*IMAPSource)(nil)
 
-// New checks cfg and returns a source; it does not connect.
-func New(cfg Config) (*Source, error) {
+// NewIMAP checks cfg and returns a source; it does not connect.
+func NewIMAP(cfg IMAPConfig) (*IMAPSource, error) {
 	cfg.TLS = cmp.Or(cfg.TLS, TLS)
 	cfg.Batch = cmp.Or(cfg.Batch, 200)
 	cfg.Timeout = cmp.Or(cfg.Timeout, 60*time.Second)
@@ -72,7 +71,7 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Username == "" {
 		return nil, errors.New("imap: no username")
 	}
-	return &Source{cfg: cfg}, nil
+	return &IMAPSource{cfg: cfg}, nil
 }
 
 // mailboxCursor is where a mailbox was read up to.
@@ -81,7 +80,7 @@ type mailboxCursor struct {
 	LastUID     uint32 `json:"lastUid"`
 }
 
-func (s *Source) dial() (*imapclient.Client, error) {
+func (s *IMAPSource) dial() (*imapclient.Client, error) {
 	opts := &imapclient.Options{TLSConfig: s.cfg.TLSConfig}
 	switch s.cfg.TLS {
 	case StartTLS:
@@ -93,7 +92,7 @@ func (s *Source) dial() (*imapclient.Client, error) {
 }
 
 // Poll implements pollers.Source.
-func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
+func (s *IMAPSource) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 	cursors := map[string]mailboxCursor{}
 	if cur != "" {
 		if err := json.Unmarshal([]byte(cur), &cursors); err != nil {
@@ -162,7 +161,7 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 }
 
 // fetch reads whole messages by UID (BODY.PEEK[]: they stay unseen).
-func (s *Source) fetch(ctx context.Context, c *imapclient.Client, mailbox string, uids []imap.UID) ([]store.Document, uint32, error) {
+func (s *IMAPSource) fetch(ctx context.Context, c *imapclient.Client, mailbox string, uids []imap.UID) ([]store.Document, uint32, error) {
 	section := &imap.FetchItemBodySection{Peek: true}
 	msgs, err := c.Fetch(imap.UIDSetNum(uids...), &imap.FetchOptions{UID: true, BodySection: []*imap.FetchItemBodySection{section}}).Collect()
 	if err != nil {
@@ -174,8 +173,8 @@ func (s *Source) fetch(ctx context.Context, c *imapclient.Client, mailbox string
 	for _, m := range msgs {
 		raw := m.FindBodySection(section)
 		var d store.Document
-		if parsed, err := email.Parse(raw); err != nil {
-			d = email.Unparsable(raw, err)
+		if parsed, err := Parse(raw); err != nil {
+			d = Unparsable(raw, err)
 		} else {
 			d = parsed.Document(raw)
 		}
@@ -188,7 +187,7 @@ func (s *Source) fetch(ctx context.Context, c *imapclient.Client, mailbox string
 }
 
 // fail wraps an IMAP error; after cancellation it reports the cancellation.
-func (s *Source) fail(ctx context.Context, op string, err error) error {
+func (s *IMAPSource) fail(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("imap: %s on %s: %w", op, s.cfg.Addr, context.Cause(ctx))
 	}

@@ -1,4 +1,4 @@
-package imap_test
+package email_test
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/pollers"
-	"github.com/jervis-dev/jervis/pollers/imap"
+	"github.com/jervis-dev/jervis/pollers/email"
 )
 
 // dovecot is a Dovecot server started for one test.
@@ -212,7 +212,7 @@ func (d dovecot) recreate(t *testing.T, mailbox string) {
 	}
 }
 
-const testdata = "../email/testdata/"
+const testdata = "testdata/"
 
 // The Dovecot tests run one after another: each picks free ports, and
 // parallel servers could race for the same one.
@@ -226,7 +226,7 @@ func TestDovecotPollsExactlyTheNewMail(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	src, err := imap.New(imap.Config{Addr: d.addr, TLS: imap.StartTLS, TLSConfig: d.tls, Username: "jervis", Password: "secret",
+	src, err := email.NewIMAP(email.IMAPConfig{Addr: d.addr, TLS: email.StartTLS, TLSConfig: d.tls, Username: "jervis", Password: "secret",
 		Mailboxes: []string{"INBOX", "Archive"}, Batch: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +325,7 @@ func TestDovecotPollsExactlyTheNewMail(t *testing.T) {
 func TestDovecotImplicitTLS(t *testing.T) {
 	d := startDovecot(t)
 	d.appendMail(t, "INBOX", testdata+"good/reply.eml")
-	src, err := imap.New(imap.Config{Addr: d.addrTLS, TLS: imap.TLS, TLSConfig: d.tls, Username: "jervis", Password: "secret"})
+	src, err := email.NewIMAP(email.IMAPConfig{Addr: d.addrTLS, TLS: email.TLS, TLSConfig: d.tls, Username: "jervis", Password: "secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,15 +338,15 @@ func TestDovecotImplicitTLS(t *testing.T) {
 func TestDovecotErrors(t *testing.T) {
 	d := startDovecot(t)
 	for _, tc := range []struct {
-		cfg  imap.Config
+		cfg  email.IMAPConfig
 		want string
 	}{
-		{imap.Config{Addr: d.addr, TLS: imap.StartTLS, TLSConfig: d.tls, Username: "jervis", Password: "wrong"}, "login"},
-		{imap.Config{Addr: d.addr, TLS: imap.StartTLS, TLSConfig: d.tls, Username: "jervis", Password: "secret", Mailboxes: []string{"Nope"}}, "examine Nope"},
-		{imap.Config{Addr: d.addr, TLS: imap.StartTLS, Username: "jervis", Password: "secret"}, "certificate"},
-		{imap.Config{Addr: "127.0.0.1:1", TLS: imap.Plain, Username: "jervis", Password: "secret"}, "connect 127.0.0.1:1"},
+		{email.IMAPConfig{Addr: d.addr, TLS: email.StartTLS, TLSConfig: d.tls, Username: "jervis", Password: "wrong"}, "login"},
+		{email.IMAPConfig{Addr: d.addr, TLS: email.StartTLS, TLSConfig: d.tls, Username: "jervis", Password: "secret", Mailboxes: []string{"Nope"}}, "examine Nope"},
+		{email.IMAPConfig{Addr: d.addr, TLS: email.StartTLS, Username: "jervis", Password: "secret"}, "certificate"},
+		{email.IMAPConfig{Addr: "127.0.0.1:1", TLS: email.Plain, Username: "jervis", Password: "secret"}, "connect 127.0.0.1:1"},
 	} {
-		src, err := imap.New(tc.cfg)
+		src, err := email.NewIMAP(tc.cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

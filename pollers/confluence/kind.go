@@ -1,0 +1,131 @@
+package confluence
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
+)
+
+// Kind is Confluence: pages polled from a site (connections of type
+// confluence) or read from REST JSON and storage-format exports (.xhtml,
+// .html), and how a page becomes knowledge: its author, space, parent and
+// the pages it links to.
+type Kind struct{}
+
+var (
+	_ pollers.Connector  = Kind{}
+	_ pollers.FileReader = Kind{}
+)
+
+// Name implements pollers.Kind.
+func (Kind) Name() string { return "confluence" }
+
+// SourceType implements pollers.Kind.
+func (Kind) SourceType() store.SourceType { return store.SourceConfluence }
+
+// Noun implements pollers.Kind.
+func (Kind) Noun() string { return "Confluence page" }
+
+// Namespaces implements pollers.Kind.
+func (Kind) Namespaces() []string { return []string{"page", "person", "space"} }
+
+// Extensions implements pollers.FileReader.
+func (Kind) Extensions() []string { return []string{".json", ".xhtml", ".html", ".htm"} }
+
+// ReadFile implements pollers.FileReader: REST JSON (a page or a search
+// response), or a storage-format export named by the page's title.
+func (Kind) ReadFile(f *pollers.File, emit func(store.Document) error) error {
+	raw, err := f.Bytes()
+	if err != nil {
+		return err
+	}
+	if len(raw) > pollers.MaxFileBytes {
+		return emit(pollers.TooLarge(f.Name, raw))
+	}
+	if f.Ext() != ".json" {
+		return emit(StorageDocument(strings.TrimSuffix(filepath.Base(f.Name), filepath.Ext(f.Name)), raw))
+	}
+	docs, err := Parse(raw)
+	if errors.Is(err, ErrNotConfluence) {
+		return pollers.Decline(err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		if err := emit(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Shape implements pollers.Kind.
+func (Kind) Shape(d store.Document) pollers.Shape {
+	var m Meta
+	pollers.DecodeMeta(d, &m)
+	main := "page:" + d.Normalized.Title
+	var h pollers.Header
+	h.Line("Page", d.Normalized.Title)
+	if m.Author != "" {
+		h.Rel(main, "authored_by", pollers.Person(m.Author), h.Line("Author", m.Author))
+	}
+	if m.Space != "" {
+		h.Rel(main, "in_space", "space:"+m.Space, h.Line("Space", m.Space))
+	}
+	if m.Parent != "" {
+		h.Rel(main, "child_of", "page:"+m.Parent, h.Line("Parent", m.Parent))
+	}
+	for _, l := range m.PageLinks {
+		h.Rel(main, "links_to", "page:"+l, h.Line("Links to", l))
+	}
+	return pollers.Shape{Main: main, Props: map[string]any{"title": d.Normalized.Title}, Lines: h.Lines, Relations: h.Relations,
+		Summary: fmt.Sprintf("Confluence page %q in space %s by %s.", d.Normalized.Title, m.Space, m.Author), From: m.Author}
+}
+
+// Settings are a confluence connection's section.
+type Settings struct {
+	URL       string   `yaml:"url"`
+	Username  string   `yaml:"username"`
+	TokenEnv  string   `yaml:"token_env"`
+	TokenFile string   `yaml:"token_file"`
+	Spaces    []string `yaml:"spaces"`
+}
+
+// ConnectionType implements pollers.Connector.
+func (Kind) ConnectionType() string { return "confluence" }
+
+// Configure implements pollers.Connector.
+func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
+	var c Settings
+	if err := s.Decode("confluence", &c); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if !strings.HasPrefix(c.URL, "http") {
+		errs = append(errs, s.Invalid("confluence.url", "%q is not an http(s) URL", c.URL))
+	}
+	if (c.TokenEnv == "") == (c.TokenFile == "") {
+		errs = append(errs, s.Invalid("confluence", "set exactly one of token_env and token_file"))
+	}
+	return Connection{c, s}, errors.Join(errs...)
+}
+
+// Connection is a connection of this kind as Configure read it.
+type Connection struct {
+	Settings
+	s pollers.Settings
+}
+
+// NewSource implements pollers.Configured.
+func (c Connection) NewSource() (pollers.Source, error) {
+	token, err := c.s.Secret(c.TokenEnv, c.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return NewSource(Config{BaseURL: c.URL, Username: c.Username, Token: token, Spaces: c.Spaces})
+}

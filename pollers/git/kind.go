@@ -1,0 +1,123 @@
+package git
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
+)
+
+// Kind is Git: commits and branches polled from a repository (connections
+// of type git; a remote, a local path or a bundle), and how a commit
+// becomes knowledge: its author, parents, files, and the issues it fixes
+// or mentions.
+type Kind struct{}
+
+var _ pollers.Connector = Kind{}
+
+// Name implements pollers.Kind.
+func (Kind) Name() string { return "git" }
+
+// SourceType implements pollers.Kind.
+func (Kind) SourceType() store.SourceType { return store.SourceGit }
+
+// Noun implements pollers.Kind.
+func (Kind) Noun() string { return "commit" }
+
+// Namespaces implements pollers.Kind.
+func (Kind) Namespaces() []string { return []string{"commit", "branch", "file", "person", "jira"} }
+
+var fixesRE = regexp.MustCompile(`(?i)\b(?:fix(?:es|ed)?|close[sd]?|resolve[sd]?)\s+([A-Z][A-Z0-9]{1,9}-[0-9]+)`)
+
+// Shape implements pollers.Kind.
+func (Kind) Shape(d store.Document) pollers.Shape {
+	var h pollers.Header
+	if strings.HasPrefix(d.ExternalID, "branch:") {
+		var m BranchMeta
+		pollers.DecodeMeta(d, &m)
+		main := "branch:" + m.Branch
+		h.Rel(main, "points_to", "commit:"+m.Head, h.Line("Head", m.Head))
+		return pollers.Shape{Main: main, Props: map[string]any{"title": d.Normalized.Title}, Lines: h.Lines, Relations: h.Relations,
+			Summary: fmt.Sprintf("Commit %q by %s.", d.Normalized.Title, "")}
+	}
+	var m CommitMeta
+	pollers.DecodeMeta(d, &m)
+	main := "commit:" + d.ExternalID
+	h.Line("Commit", d.ExternalID)
+	if m.Author != "" {
+		h.Rel(main, "authored_by", pollers.Person(m.Author), h.Line("Author", m.Author))
+	}
+	for _, p := range m.Parents {
+		h.Rel(main, "parent", "commit:"+p, h.Line("Parent", p))
+	}
+	for _, f := range m.Files {
+		h.Rel(main, "modifies", "file:"+f.Path, h.Line("File", f.Path))
+	}
+	fixed := map[string]bool{}
+	for _, mm := range fixesRE.FindAllStringSubmatch(d.Normalized.Body, -1) {
+		fixed[strings.ToUpper(mm[1])] = true
+	}
+	for _, k := range m.IssueKeys {
+		edge := "mentions"
+		if fixed[k] {
+			edge = "fixes"
+		}
+		h.Rel(main, edge, "jira:"+k, h.Line("Issue", k))
+	}
+	return pollers.Shape{Main: main, Props: map[string]any{"title": d.Normalized.Title}, Lines: h.Lines, Relations: h.Relations,
+		Summary: fmt.Sprintf("Commit %q by %s.", d.Normalized.Title, m.Author), From: m.Author}
+}
+
+// Settings are a git connection's section. An HTTPS remote that needs a
+// token reads it from token_env or token_file (with username, default
+// "git"), so that no secret is written in the URL; a URL with userinfo
+// still works, and its secret is never echoed.
+type Settings struct {
+	URL       string   `yaml:"url"`
+	Branches  []string `yaml:"branches"` // default: all
+	Username  string   `yaml:"username"`
+	TokenEnv  string   `yaml:"token_env"`
+	TokenFile string   `yaml:"token_file"`
+}
+
+// ConnectionType implements pollers.Connector.
+func (Kind) ConnectionType() string { return "git" }
+
+// Configure implements pollers.Connector.
+func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
+	var c Settings
+	if err := s.Decode("git", &c); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, s.Invalid("git.url", "required"))
+	}
+	if c.TokenEnv != "" && c.TokenFile != "" {
+		errs = append(errs, s.Invalid("git", "set at most one of token_env and token_file"))
+	}
+	return Connection{c, s}, errors.Join(errs...)
+}
+
+// Connection is a connection of this kind as Configure read it.
+type Connection struct {
+	Settings
+	s pollers.Settings
+}
+
+// NewSource implements pollers.Configured: the clone lives in
+// <data>/git/<connection id>.
+func (c Connection) NewSource() (pollers.Source, error) {
+	var token string
+	if c.TokenEnv != "" || c.TokenFile != "" {
+		var err error
+		if token, err = c.s.Secret(c.TokenEnv, c.TokenFile); err != nil {
+			return nil, err
+		}
+	}
+	return New(Config{URL: c.URL, Dir: filepath.Join(c.s.DataDir, "git", c.s.ID), Branches: c.Branches, Username: c.Username, Token: token})
+}

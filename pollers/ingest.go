@@ -1,0 +1,107 @@
+package pollers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// Ingester is the one way documents get into the store — for the
+// scheduler's polls, POST /api/v1/ingest and `jervis import` alike: parse
+// (a file through the registry), stamp (client, connection, source type),
+// store. Bad input has one behaviour everywhere: what cannot be parsed or
+// read is stored anyway with the reason, to be quarantined, and so is a
+// document the store refuses as invalid (never dropped); everything else
+// goes on. Only a failure of the store itself stops it.
+type Ingester struct {
+	Store store.Documents
+	Kinds *Registry
+}
+
+// Receipt is what became of one document.
+type Receipt struct {
+	ID         string           `json:"id"`
+	SourceType store.SourceType `json:"sourceType"`
+	ExternalID string           `json:"externalId"`
+	Version    int              `json:"version"`
+	Created    bool             `json:"created"` // false: this content was already stored
+	State      string           `json:"state"`
+	// Unparsable says why the document could not be parsed: it is stored
+	// all the same and will be quarantined with this reason.
+	Unparsable string `json:"unparsable,omitempty"`
+}
+
+// StoreError is a failure of the store (not of the input): it stops an
+// import or a poll.
+type StoreError struct{ Err error }
+
+func (e *StoreError) Error() string { return e.Err.Error() }
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// Documents stores documents of one client's connection.
+func (in Ingester) Documents(ctx context.Context, client, connection string, docs ...store.Document) ([]Receipt, error) {
+	out := make([]Receipt, 0, len(docs))
+	for _, d := range docs {
+		r, err := in.put(ctx, client, connection, d)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// File parses one file and stores its documents as they are parsed; a
+// file that could not be opened (openErr) or that breaks off is stored as
+// a document that says so (the documents before the break are kept). A
+// type no kind reads is ErrUnsupported, and nothing is stored.
+func (in Ingester) File(ctx context.Context, client, connection, name string, content io.Reader, openErr error) ([]Receipt, error) {
+	if !in.Kinds.Supported(name) {
+		return nil, fmt.Errorf("%w: %s", ErrUnsupported, name)
+	}
+	var out []Receipt
+	err := openErr
+	if err == nil {
+		err = in.Kinds.ParseFile(name, content, func(d store.Document) error {
+			r, err := in.put(ctx, client, connection, d)
+			if err == nil {
+				out = append(out, r)
+			}
+			return err
+		})
+	}
+	var se *StoreError
+	if err == nil || errors.As(err, &se) {
+		return out, err
+	}
+	r, perr := in.put(ctx, client, connection, in.Kinds.Unreadable(name, err))
+	if perr != nil {
+		return out, perr
+	}
+	return append(out, r), nil
+}
+
+// put stamps and stores one document; one the store refuses as invalid is
+// stored as unparsable with the reason.
+func (in Ingester) put(ctx context.Context, client, connection string, d store.Document) (Receipt, error) {
+	d.Client, d.Connection = client, connection
+	stored, created, err := in.Store.PutDocument(ctx, d)
+	if errors.Is(err, store.ErrInvalid) {
+		st := d.SourceType
+		if !st.Valid() {
+			st = store.SourceFile
+		}
+		d = store.Unparsable(st, d.ExternalID, d.Normalized.Title, d.Raw, fmt.Errorf("refused by the store: %w", err))
+		d.Client, d.Connection = client, connection
+		stored, created, err = in.Store.PutDocument(ctx, d)
+	}
+	if err != nil {
+		return Receipt{}, &StoreError{fmt.Errorf("store %s: %w", d.ExternalID, err)}
+	}
+	reason, _ := d.Normalized.Metadata[store.MetaParseError].(string)
+	return Receipt{ID: stored.ID, SourceType: stored.SourceType, ExternalID: stored.ExternalID, Version: stored.Version,
+		Created: created, State: string(stored.State), Unparsable: reason}, nil
+}

@@ -1,0 +1,179 @@
+package jira
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/pollers"
+)
+
+// Kind is Jira: issues polled from a site (connections of type jira) or
+// read from REST JSON files, and how an issue becomes knowledge: its
+// people, project, labels, versions, links of every type and commenters.
+type Kind struct{}
+
+var (
+	_ pollers.Connector  = Kind{}
+	_ pollers.FileReader = Kind{}
+)
+
+// Name implements pollers.Kind.
+func (Kind) Name() string { return "jira" }
+
+// SourceType implements pollers.Kind.
+func (Kind) SourceType() store.SourceType { return store.SourceJira }
+
+// Noun implements pollers.Kind.
+func (Kind) Noun() string { return "Jira issue" }
+
+// Namespaces implements pollers.Kind.
+func (Kind) Namespaces() []string { return []string{"jira", "person", "project", "label", "version"} }
+
+// Extensions implements pollers.FileReader.
+func (Kind) Extensions() []string { return []string{".json"} }
+
+// ReadFile implements pollers.FileReader: a REST payload (an issue, a
+// search response, an array of issues); JSON with no issue in it is not
+// Jira's.
+func (Kind) ReadFile(f *pollers.File, emit func(store.Document) error) error {
+	raw, err := f.Bytes()
+	if err != nil {
+		return err
+	}
+	if len(raw) > pollers.MaxFileBytes {
+		return emit(pollers.TooLarge(f.Name, raw))
+	}
+	docs, err := Parse(raw)
+	if errors.Is(err, ErrNotJira) {
+		return pollers.Decline(err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		if err := emit(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Shape implements pollers.Kind.
+func (Kind) Shape(d store.Document) pollers.Shape {
+	var m Meta
+	pollers.DecodeMeta(d, &m)
+	main := "jira:" + d.ExternalID
+	var h pollers.Header
+	h.Line("Issue", d.Normalized.Title)
+	if m.Assignee != "" {
+		h.Rel(main, "assigned_to", pollers.Person(m.Assignee), h.Line("Assignee", m.Assignee))
+	}
+	if m.Reporter != "" {
+		h.Rel(main, "reported_by", pollers.Person(m.Reporter), h.Line("Reporter", m.Reporter))
+	}
+	if m.Project != "" {
+		h.Rel(main, "in_project", "project:"+m.Project, h.Line("Project", m.Project))
+	}
+	for _, l := range m.Labels {
+		h.Rel(main, "labeled", "label:"+l, h.Line("Label", l))
+	}
+	for _, v := range m.FixVersions {
+		h.Rel(main, "fix_version", "version:"+v, h.Line("Fix version", v))
+	}
+	for _, l := range m.IssueLinks {
+		ev := h.Line("Link", l.Phrase+" "+l.Key)
+		typ, err := kb.EdgeType(l.Type) // "Gantt: start-finish" → gantt_start_finish
+		if err != nil {
+			typ = l.Type // kb.Ingest leaves it out, with a warning
+		}
+		if l.Direction == "inward" {
+			h.Rel("jira:"+l.Key, typ, main, ev)
+		} else {
+			h.Rel(main, typ, "jira:"+l.Key, ev)
+		}
+	}
+	var commenters []string
+	for _, c := range m.Comments {
+		commenters = append(commenters, c.Author)
+	}
+	slices.Sort(commenters)
+	for _, c := range slices.Compact(commenters) {
+		if c != "" {
+			h.Rel(pollers.Person(c), "commented_on", main, h.Line("Comment by", c))
+		}
+	}
+	var status any
+	if m.Status != "" {
+		status = m.Status
+	}
+	s := pollers.Shape{
+		Main: main, Props: map[string]any{"title": d.Normalized.Title, "status": status, "key": m.Key}, Lines: h.Lines, Relations: h.Relations,
+		Summary: fmt.Sprintf("Jira issue %s (%s), assigned to %s, reported by %s.", d.Normalized.Title, m.Status, or(m.Assignee, "nobody"), or(m.Reporter, "unknown")),
+		From:    m.Reporter, Conversational: true,
+	}
+	if m.Assignee != "" {
+		s.To = []string{m.Assignee}
+		if st := strings.ToLower(m.Status); st != "done" && st != "closed" {
+			s.Assigned = fmt.Sprintf("open issue (%s) assigned to %s", m.Status, m.Assignee)
+		}
+	}
+	return s
+}
+
+func or(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a
+}
+
+// Settings are a jira connection's section.
+type Settings struct {
+	URL        string `yaml:"url"`
+	Deployment string `yaml:"deployment"` // cloud or datacenter
+	Username   string `yaml:"username"`   // Cloud: account e-mail; empty with a personal access token
+	TokenEnv   string `yaml:"token_env"`
+	TokenFile  string `yaml:"token_file"`
+	JQL        string `yaml:"jql"` // extra filter, e.g. "project in (OPS, WEB)"
+}
+
+// ConnectionType implements pollers.Connector.
+func (Kind) ConnectionType() string { return "jira" }
+
+// Configure implements pollers.Connector.
+func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
+	var c Settings
+	if err := s.Decode("jira", &c); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if !strings.HasPrefix(c.URL, "http") {
+		errs = append(errs, s.Invalid("jira.url", "%q is not an http(s) URL", c.URL))
+	}
+	if d := c.Deployment; d != "" && d != Cloud && d != DataCenter {
+		errs = append(errs, s.Invalid("jira.deployment", "%q is not cloud or datacenter", d))
+	}
+	if (c.TokenEnv == "") == (c.TokenFile == "") {
+		errs = append(errs, s.Invalid("jira", "set exactly one of token_env and token_file"))
+	}
+	return Connection{c, s}, errors.Join(errs...)
+}
+
+// Connection is a connection of this kind as Configure read it.
+type Connection struct {
+	Settings
+	s pollers.Settings
+}
+
+// NewSource implements pollers.Configured.
+func (c Connection) NewSource() (pollers.Source, error) {
+	token, err := c.s.Secret(c.TokenEnv, c.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return NewSource(Config{BaseURL: c.URL, Deployment: c.Deployment, Username: c.Username, Token: token, JQL: c.JQL})
+}
