@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/api"
-	"github.com/jervis-dev/jervis/kb/benchcorpus"
-	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/benchcorpus"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 )
 
 // BenchmarkSearchHTTP measures POST /api/v1/search over loopback at 100,000

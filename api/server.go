@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/redact"
-	"github.com/jervis-dev/jervis/pollers"
-	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
 	"github.com/jervis-dev/jervis/kb/rag"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 )
 
 // Config wires the REST API.

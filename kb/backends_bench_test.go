@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/integration"
+	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/benchcorpus"
 	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
-	"github.com/jervis-dev/jervis/internal/integration"
-	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/rag/weaviate"
 )
 

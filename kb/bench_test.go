@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jervis-dev/jervis/kb/benchcorpus"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/benchcorpus"
 )
 
 // synth is the benchmarks' corpus writer: GloVe's 30,000 most frequent

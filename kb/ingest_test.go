@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/kb/graph"
 	"github.com/jervis-dev/jervis/kb/rag"
 )

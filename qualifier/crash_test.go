@@ -11,7 +11,6 @@ import (
 
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/childtest"
-	"github.com/jervis-dev/jervis/qualifier/pipelinetest"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb"
@@ -19,6 +18,7 @@ import (
 	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 	"github.com/jervis-dev/jervis/qualifier"
+	"github.com/jervis-dev/jervis/qualifier/pipelinetest"
 )
 
 const childEnv = "JERVISTEST_QUALIFIER_CHILD"

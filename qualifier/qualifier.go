@@ -57,7 +57,7 @@ type Config struct {
 	KB    *kb.KB
 	// Kinds say what each document means (its shape); default: the
 	// built-in kinds.
-	Kinds *pollers.Registry
+	Kinds   *pollers.Registry
 	Users   []string // whose requests route to READY_FOR_GPU; empty: anyone's
 	Fetcher *linksafety.Fetcher
 	// Agent, when set, adds what structure cannot (qualifier/agent) and

@@ -54,6 +54,7 @@ type Config struct {
 	// environment overrides).
 	Connections []Connection `yaml:"connections"`
 }
+
 // Qualifier tunes the qualifier.
 type Qualifier struct {
 	// Concurrency is how many tasks are qualified at once.

@@ -25,8 +25,8 @@ type Param struct {
 	Pattern          *regexp.Regexp // strings: must match
 	// Check, when set, validates a string further (a ref: kb.CheckRef);
 	// its error is answered to the model.
-	Check func(string) error
-	Min, Max         int            // integers: bounds (both 0 = 1..10)
+	Check    func(string) error
+	Min, Max int // integers: bounds (both 0 = 1..10)
 }
 
 // Spec is one tool.

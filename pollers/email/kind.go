@@ -299,4 +299,3 @@ func mbox(name string, r io.Reader, emit func(store.Document) error) error {
 		}
 	}
 }
-
