@@ -49,6 +49,25 @@ func NewKey(role, client, name string) (secret string, k store.APIKey, err error
 	return secret, k, store.ValidateAPIKey(k)
 }
 
+// IssueClientKey gives a client a new key (creating the client when it
+// does not exist) and returns its secret, to be shown once, never logged.
+func IssueClientKey(ctx context.Context, keys store.Clients, c store.Client, name string) (string, error) {
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = time.Now().UTC()
+	}
+	if _, err := keys.PutClient(ctx, c); err != nil {
+		return "", err
+	}
+	secret, k, err := NewKey(store.RoleClient, c.ID, name)
+	if err != nil {
+		return "", err
+	}
+	if err := keys.CreateAPIKey(ctx, k); err != nil {
+		return "", fmt.Errorf("key of client %s: %w", c.ID, err)
+	}
+	return secret, nil
+}
+
 // EnsureAdminKey makes sure an admin key exists. With envSecret (from
 // JERVIS_ADMIN_KEY) that secret is the admin key; otherwise, when no admin
 // key exists yet, one is generated and its secret returned — to be shown

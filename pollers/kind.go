@@ -169,12 +169,22 @@ func MetaMap(meta any) map[string]any {
 		if name == "" {
 			name = f.Name
 		}
-		if v.Field(i).IsZero() && slices.Contains(strings.Split(opts, ","), "omitempty") {
+		if isEmpty(v.Field(i)) && slices.Contains(strings.Split(opts, ","), "omitempty") {
 			continue
 		}
 		out[name] = v.Field(i).Interface()
 	}
 	return out
+}
+
+// isEmpty is encoding/json's omitempty: false, 0, nil, and a string,
+// slice or map of length 0.
+func isEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	}
+	return v.IsZero()
 }
 
 // DecodeMeta reads a document's metadata into its kind's typed Meta; a

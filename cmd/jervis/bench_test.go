@@ -12,6 +12,7 @@ import (
 
 	"github.com/jervis-dev/jervis/internal/config"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 )
 
 // BenchmarkImport reports documents/s for `jervis import` (parse, store,
@@ -27,7 +28,7 @@ func BenchmarkImport(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			a := &app{cfg: config.Default(), stderr: io.Discard, log: newLogger(io.Discard, config.Log{Level: "error"}, nil)}
+			a := &app{cfg: config.Default(), kinds: kinds.Default(), stderr: io.Discard, log: newLogger(io.Discard, config.Log{Level: "error"}, nil)}
 			b.ResetTimer()
 			start := time.Now()
 			sum, err := a.importPaths(context.Background(), st, "bench", []string{in}, false)

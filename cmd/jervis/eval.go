@@ -20,6 +20,7 @@ import (
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
+	"github.com/jervis-dev/jervis/pollers/importer"
 	"github.com/jervis-dev/jervis/qualifier"
 )
 
@@ -118,7 +119,7 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 	// The labels, read from the files in a pass of their own.
 	truth := eval.NewTruth("Duplicate")
 	for _, p := range paths {
-		if isRepository(p) {
+		if importer.IsRepository(p) {
 			err = truth.Repository(p, git.Unbundle)
 		} else {
 			err = filedrop.Walk(p, func(name string, r io.Reader, err error) error {
@@ -150,8 +151,8 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 	var cost eval.Cost
 	start := time.Now()
 	a.logf("eval: importing %s into client %s (data in %s)", strings.Join(paths, ", "), client, dir)
-	im := &importer{st: all.Store, kinds: a.kinds, client: client, connection: "eval", dataDir: dir, transform: strip}
-	sum, err := a.importWith(ctx, im, paths, false)
+	im := &importer.Importer{Store: all.Store, Kinds: a.kinds, Client: client, Connection: "eval", DataDir: dir, Transform: strip}
+	sum, err := a.importWith(ctx, all.Store, im, paths, false)
 	if err != nil {
 		return nil, err
 	}

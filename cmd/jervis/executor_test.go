@@ -11,6 +11,7 @@ import (
 	"github.com/jervis-dev/jervis/executor"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/pollers/importer"
 )
 
 // serve --demo with the executor (no model: the extractive workflow) leaves
@@ -47,13 +48,13 @@ func TestServeDemoExecutorDigestsEveryReadyTask(t *testing.T) {
 
 	all := embeddedtest.Open(t, data)
 	ctx := context.Background()
-	tasks, err := all.Store.ListTasks(ctx, store.TaskQuery{Client: DemoClient, Kind: store.KindData, Limit: 1000})
+	tasks, err := all.Store.ListTasks(ctx, store.TaskQuery{Client: importer.DemoClient, Kind: store.KindData, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ready, shown := 0, 0
 	for _, task := range tasks {
-		mem, err := all.Store.GetTaskMemory(ctx, DemoClient, task.ID)
+		mem, err := all.Store.GetTaskMemory(ctx, importer.DemoClient, task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +66,7 @@ func TestServeDemoExecutorDigestsEveryReadyTask(t *testing.T) {
 		if err := json.Unmarshal(task.Result, &out); task.State != store.TaskCompleted || err != nil || out.Digest == nil || out.Text == "" {
 			t.Fatalf("task %s: %s, result %s", task.ID, task.State, task.Result)
 		}
-		node, err := all.Graph.For(DemoClient).Node(ctx, out.ResultNode)
+		node, err := all.Graph.For(importer.DemoClient).Node(ctx, out.ResultNode)
 		if err != nil || len(node.RAGChunks) == 0 {
 			t.Fatalf("result node %s: %+v %v", out.ResultNode, node, err)
 		}

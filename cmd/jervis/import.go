@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	gogit "github.com/go-git/go-git/v5"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -20,17 +17,15 @@ import (
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
-	"github.com/jervis-dev/jervis/pollers"
-	"github.com/jervis-dev/jervis/pollers/filedrop"
-	"github.com/jervis-dev/jervis/pollers/git"
+	"github.com/jervis-dev/jervis/pollers/importer"
 )
 
-// importSummary is what an import did.
+// importSummary is what an import stored and, when it indexed, what the
+// indexers made of it.
 type importSummary struct {
-	Files, Skipped, Documents, NewVersions, Unparsable, Unreadable int
-	Repositories, Commits                                          int
-	DataTasks, LinkTasks                                           int64
-	Quarantined                                                    int64
+	importer.Summary
+	DataTasks, LinkTasks int64
+	Quarantined          int64
 }
 
 func (a *app) importCommand() *cobra.Command {
@@ -63,15 +58,7 @@ again changes nothing.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "imported %d files into %s: %d documents (%d new versions, %d unchanged), %d unparsable, %d skipped (unsupported type)",
-				sum.Files, client, sum.Documents, sum.NewVersions, sum.Documents-sum.NewVersions, sum.Unparsable, sum.Skipped)
-			if sum.Unreadable > 0 {
-				fmt.Fprintf(a.stdout, ", %d unreadable", sum.Unreadable)
-			}
-			if sum.Repositories > 0 {
-				fmt.Fprintf(a.stdout, "; %d Git repositories: %d commits and branches", sum.Repositories, sum.Commits)
-			}
-			fmt.Fprintln(a.stdout)
+			fmt.Fprintf(a.stdout, "imported %d files into %s: %s\n", sum.Files, client, sum.Summary)
 			if !noIndex {
 				fmt.Fprintf(a.stdout, "indexed: %d new DATA_PROCESSING and %d new LINK_PROCESSING tasks; %d documents quarantined in total (see jervis status)\n",
 					sum.DataTasks, sum.LinkTasks, sum.Quarantined)
@@ -87,180 +74,42 @@ again changes nothing.`,
 	return cmd
 }
 
-// importer stores what a walk visits as documents of one client, through
-// the one ingest path (pollers.Ingester): parse, stamp, store, or store
-// with the reason a file could not be parsed or read.
-type importer struct {
-	st                 store.Store
-	kinds              *pollers.Registry
-	client, connection string
-	dataDir            string // where Git repositories are cloned
-	// transform, when set, rewrites a file's content before it is parsed
-	// (jervis eval strips the links it measures against).
-	transform func(name string, r io.Reader) io.Reader
-	bar       *progressbar.ProgressBar
-	sum       importSummary
-}
-
-func (im *importer) ingester() pollers.Ingester {
-	return pollers.Ingester{Store: im.st, Kinds: im.kinds}
-}
-
-// file stores one file visited by filedrop.Walk: its documents as they are
-// parsed (a mailbox message by message), or, when it cannot be read or
-// breaks off, a document that says so.
-func (im *importer) file(ctx context.Context) filedrop.VisitFunc {
-	return func(name string, r io.Reader, err error) error {
-		im.sum.Files++
-		im.bar.Add(1)
-		if err != nil && filedrop.Archive(name) { // a broken archive: recorded under its own name
-			receipts, err := im.ingester().Documents(ctx, im.client, im.connection, im.kinds.Unreadable(name, err))
-			im.count(receipts)
-			return err
-		}
-		if im.transform != nil && err == nil {
-			r = im.transform(name, r)
-		}
-		receipts, err := im.ingester().File(ctx, im.client, im.connection, name, r, err)
-		if errors.Is(err, pollers.ErrUnsupported) {
-			im.sum.Skipped++
-			return nil
-		}
-		im.count(receipts)
-		return err
-	}
-}
-
-// count adds what the ingester stored to the summary.
-func (im *importer) count(receipts []pollers.Receipt) {
-	for _, r := range receipts {
-		im.sum.Documents++
-		if r.Created {
-			im.sum.NewVersions++
-		}
-		switch {
-		case strings.HasPrefix(r.Unparsable, "unreadable: "):
-			im.sum.Unreadable++
-			im.sum.Unparsable++
-		case r.Unparsable != "":
-			im.sum.Unparsable++
-		}
-	}
-}
-
-// repository stores the commits and branches of a Git repository or
-// bundle through the git source, cloned under the data directory.
-func (im *importer) repository(ctx context.Context, path string) error {
-	abs, _ := filepath.Abs(path)
-	src, err := git.New(git.Config{URL: abs, Dir: filepath.Join(im.dataDir, "git", "import-"+store.HashID([]byte(abs))[7:])})
-	if err != nil {
-		return err
-	}
-	im.sum.Repositories++
-	for cursor := ""; ; {
-		b, err := src.Poll(ctx, cursor)
-		if err != nil {
-			return err
-		}
-		im.sum.Commits += len(b.Documents)
-		im.bar.Add(len(b.Documents))
-		receipts, err := im.ingester().Documents(ctx, im.client, im.connection, b.Documents...)
-		im.count(receipts)
-		if err != nil {
-			return err
-		}
-		if cursor = b.Cursor; !b.More {
-			return nil
-		}
-	}
-}
-
-// isRepository reports whether path is a Git repository (a work tree or a
-// bare one) or a Git bundle.
-func isRepository(path string) bool {
-	if git.IsBundle(path) {
-		return true
-	}
-	if info, err := os.Stat(path); err != nil || !info.IsDir() {
-		return false
-	}
-	_, err := gogit.PlainOpen(path)
-	return err == nil
-}
-
-// importPaths stores the files and repositories under paths, then (with
-// index) runs the indexers until no document is waiting. A path that
-// cannot be read is reported and the others are imported.
+// importPaths stores the files and repositories under paths through the
+// importer, then (with index) runs the indexers until no document is
+// waiting. A path that cannot be read is reported and the others are
+// imported.
 func (a *app) importPaths(ctx context.Context, st store.Store, client string, paths []string, index bool) (importSummary, error) {
-	return a.importWith(ctx, &importer{st: st, kinds: a.kinds, client: client, connection: "import", dataDir: a.cfg.DataDir}, paths, index)
+	return a.importWith(ctx, st, &importer.Importer{Store: st, Kinds: a.kinds, Client: client, Connection: "import", DataDir: a.cfg.DataDir}, paths, index)
 }
 
-func (a *app) importWith(ctx context.Context, im *importer, paths []string, index bool) (importSummary, error) {
-	if _, err := im.st.PutClient(ctx, store.Client{ID: im.client, Name: im.client}); err != nil {
-		return im.sum, err
-	}
-	before, err := im.st.Stats(ctx)
+func (a *app) importWith(ctx context.Context, st store.Store, im *importer.Importer, paths []string, index bool) (importSummary, error) {
+	before, err := st.Stats(ctx)
 	if err != nil {
-		return im.sum, err
+		return importSummary{}, err
 	}
-	im.bar = a.progress(countFiles(paths), "storing")
-	for _, p := range paths {
-		if isRepository(p) {
-			err = im.repository(ctx, p)
-		} else {
-			err = filedrop.Walk(p, im.file(ctx))
-		}
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			fmt.Fprintf(a.stderr, "jervis: %s: %v (skipped)\n", p, err)
-			continue
-		}
-		if err != nil {
-			return im.sum, err
-		}
+	bar := a.progress(importer.CountFiles(paths), "storing")
+	im.Progress = func(n int) { bar.Add(n) }
+	im.Skipped = func(p string, err error) { fmt.Fprintf(a.stderr, "jervis: %s: %v (skipped)\n", p, err) }
+	err = im.Paths(ctx, paths)
+	sum := importSummary{Summary: im.Summary}
+	if err != nil {
+		return sum, err
 	}
-	im.bar.Finish()
+	bar.Finish()
 	if !index {
-		return im.sum, nil
+		return sum, nil
 	}
-	if err := a.indexAll(ctx, im.st); err != nil {
-		return im.sum, err
+	if err := a.indexAll(ctx, st); err != nil {
+		return sum, err
 	}
-	after, err := im.st.Stats(ctx)
+	after, err := st.Stats(ctx)
 	if err != nil {
-		return im.sum, err
+		return sum, err
 	}
-	im.sum.DataTasks = after.TasksByKind[string(store.KindData)]["NEW"] - before.TasksByKind[string(store.KindData)]["NEW"]
-	im.sum.LinkTasks = after.TasksByKind[string(store.KindLink)]["NEW"] - before.TasksByKind[string(store.KindLink)]["NEW"]
-	im.sum.Quarantined = after.Documents[string(store.DocQuarantined)]
-	return im.sum, nil
-}
-
-// countFiles counts the files under paths for the progress bar; -1 (a
-// spinner) when an archive or a repository makes the number unknown.
-func countFiles(paths []string) int {
-	n, unknown := 0, false
-	for _, root := range paths {
-		if isRepository(root) {
-			return -1
-		}
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			switch {
-			case err != nil:
-			case d.IsDir() && p != root && strings.HasPrefix(d.Name(), "."):
-				return filepath.SkipDir
-			case filedrop.Archive(p):
-				unknown = true
-				return fs.SkipAll
-			case !d.IsDir():
-				n++
-			}
-			return nil
-		})
-	}
-	if unknown {
-		return -1
-	}
-	return n
+	sum.DataTasks = after.TasksByKind[string(store.KindData)]["NEW"] - before.TasksByKind[string(store.KindData)]["NEW"]
+	sum.LinkTasks = after.TasksByKind[string(store.KindLink)]["NEW"] - before.TasksByKind[string(store.KindLink)]["NEW"]
+	sum.Quarantined = after.Documents[string(store.DocQuarantined)]
+	return sum, nil
 }
 
 // indexAll runs the indexer loop until no document is NEW or INDEXING.

@@ -26,6 +26,7 @@ import (
 	storesqlite "github.com/jervis-dev/jervis/internal/store/sqlite"
 	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/importer"
 	"github.com/jervis-dev/jervis/qualifier"
 	"github.com/jervis-dev/jervis/qualifier/agent"
 )
@@ -252,18 +253,12 @@ func (a *app) apiKeys(ctx context.Context, st store.Store, addr string) error {
 	if !a.demo {
 		return nil
 	}
-	if _, err := st.PutClient(ctx, store.Client{ID: DemoClient, Name: "Kestrel Cycles (demo)", CreatedAt: time.Now().UTC()}); err != nil {
-		return err
-	}
-	secret, key, err := api.NewKey(store.RoleClient, DemoClient, "serve --demo")
+	secret, err = api.IssueClientKey(ctx, st, store.Client{ID: importer.DemoClient, Name: "Kestrel Cycles (demo)"}, "serve --demo")
 	if err != nil {
 		return err
 	}
-	if err := st.CreateAPIKey(ctx, key); err != nil {
-		return err
-	}
 	fmt.Fprintf(a.stdout, "Demo API key for client %s (new at each --demo start):\n  curl -s -H 'Authorization: Bearer %s' 'http://%s/api/v1/search?query=battery+range'\n",
-		DemoClient, secret, addr)
+		importer.DemoClient, secret, addr)
 	return nil
 }
 

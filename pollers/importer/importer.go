@@ -1,0 +1,245 @@
+// Package importer stores what is on disk — files, directories, tar
+// archives, gzipped files, Git repositories and bundles — as one client's
+// source documents, through the one ingest path (pollers.Ingester): each
+// file is read by the kind the registry says, and what cannot be read is
+// stored with its reason, to be quarantined. `jervis import`, `jervis eval`
+// and the demo corpus of `serve --demo` use it.
+package importer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	gogit "github.com/go-git/go-git/v5"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/filedrop"
+	"github.com/jervis-dev/jervis/pollers/git"
+)
+
+// Store is what an import writes to.
+type Store interface {
+	store.Documents
+	PutClient(ctx context.Context, c store.Client) (created bool, err error)
+}
+
+// Summary is what an import stored.
+type Summary struct {
+	Files, Skipped, Documents, NewVersions, Unparsable, Unreadable int
+	Repositories, Commits                                          int
+}
+
+// Importer stores files and repositories as documents of one client's
+// connection. Set the fields, then call Paths, FS or Repository; Summary
+// adds up what they stored.
+type Importer struct {
+	Store      Store
+	Kinds      *pollers.Registry
+	Client     string
+	Connection string // what the documents' connection is ("import")
+	// DataDir is where Git repositories are cloned (under git/).
+	DataDir string
+	// Transform, when set, rewrites a file's content before it is parsed
+	// (jervis eval strips the links it measures against).
+	Transform func(name string, r io.Reader) io.Reader
+	// Progress, when set, is told of each file or commit stored.
+	Progress func(n int)
+	// Skipped, when set, is told of a path that does not exist or cannot be
+	// read at all (the other paths are imported).
+	Skipped func(path string, err error)
+
+	Summary Summary
+}
+
+func (im *Importer) ingester() pollers.Ingester { return pollers.Ingester{Store: im.Store, Kinds: im.Kinds} }
+
+func (im *Importer) progress(n int) {
+	if im.Progress != nil {
+		im.Progress(n)
+	}
+}
+
+// Paths imports each path: a Git repository or bundle by its commits on
+// every branch, anything else as files (filedrop.Walk). The client is
+// created when it does not exist. A path that does not exist or cannot be
+// read is passed to Skipped, and the others are imported; a failure of the
+// store stops it.
+func (im *Importer) Paths(ctx context.Context, paths []string) error {
+	if err := im.ensureClient(ctx); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		var err error
+		if IsRepository(p) {
+			err = im.Repository(ctx, p)
+		} else {
+			err = filedrop.Walk(p, im.visit(ctx))
+		}
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			if im.Skipped != nil {
+				im.Skipped(p, err)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FS imports the files of fsys under dir (the compiled-in demo corpus).
+func (im *Importer) FS(ctx context.Context, fsys fs.FS, dir string) error {
+	if err := im.ensureClient(ctx); err != nil {
+		return err
+	}
+	return filedrop.WalkFS(fsys, dir, im.visit(ctx))
+}
+
+func (im *Importer) ensureClient(ctx context.Context) error {
+	_, err := im.Store.PutClient(ctx, store.Client{ID: im.Client, Name: im.Client})
+	return err
+}
+
+// visit stores one file visited by a walk: its documents as they are
+// parsed (a mailbox message by message), or, when it cannot be read or
+// breaks off, a document that says so.
+func (im *Importer) visit(ctx context.Context) filedrop.VisitFunc {
+	return func(name string, r io.Reader, err error) error {
+		im.Summary.Files++
+		im.progress(1)
+		if err != nil && filedrop.Archive(name) { // a broken archive: recorded under its own name
+			receipts, err := im.ingester().Documents(ctx, im.Client, im.Connection, im.Kinds.Unreadable(name, err))
+			im.count(receipts)
+			return err
+		}
+		if im.Transform != nil && err == nil {
+			r = im.Transform(name, r)
+		}
+		receipts, err := im.ingester().File(ctx, im.Client, im.Connection, name, r, err)
+		if errors.Is(err, pollers.ErrUnsupported) {
+			im.Summary.Skipped++
+			return nil
+		}
+		im.count(receipts)
+		return err
+	}
+}
+
+// count adds what the ingester stored to the summary.
+func (im *Importer) count(receipts []pollers.Receipt) {
+	for _, r := range receipts {
+		im.Summary.Documents++
+		if r.Created {
+			im.Summary.NewVersions++
+		}
+		switch {
+		case strings.HasPrefix(r.Unparsable, "unreadable: "):
+			im.Summary.Unreadable++
+			im.Summary.Unparsable++
+		case r.Unparsable != "":
+			im.Summary.Unparsable++
+		}
+	}
+}
+
+// Repository stores the commits and branches of a Git repository or
+// bundle through the git source, cloned under DataDir; it returns the
+// cursor after the last page (a poller that goes on from there sees only
+// what is new).
+func (im *Importer) Repository(ctx context.Context, path string) error {
+	_, err := im.repository(ctx, path, "import-"+store.HashID([]byte(absPath(path)))[7:])
+	return err
+}
+
+func (im *Importer) repository(ctx context.Context, path, clone string) (cursor string, err error) {
+	src, err := git.New(git.Config{URL: absPath(path), Dir: filepath.Join(im.DataDir, "git", clone)})
+	if err != nil {
+		return "", err
+	}
+	im.Summary.Repositories++
+	for {
+		b, err := src.Poll(ctx, cursor)
+		if err != nil {
+			return cursor, err
+		}
+		im.Summary.Commits += len(b.Documents)
+		im.progress(len(b.Documents))
+		receipts, err := im.ingester().Documents(ctx, im.Client, im.Connection, b.Documents...)
+		im.count(receipts)
+		if err != nil {
+			return cursor, err
+		}
+		if cursor = b.Cursor; !b.More {
+			return cursor, nil
+		}
+	}
+}
+
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// IsRepository reports whether path is a Git repository (a work tree or a
+// bare one) or a Git bundle.
+func IsRepository(path string) bool {
+	if git.IsBundle(path) {
+		return true
+	}
+	if info, err := os.Stat(path); err != nil || !info.IsDir() {
+		return false
+	}
+	_, err := gogit.PlainOpen(path)
+	return err == nil
+}
+
+// CountFiles counts the files under paths (for a progress bar); -1 when an
+// archive or a repository makes the number unknown.
+func CountFiles(paths []string) int {
+	n, unknown := 0, false
+	for _, root := range paths {
+		if IsRepository(root) {
+			return -1
+		}
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+			case d.IsDir() && p != root && strings.HasPrefix(d.Name(), "."):
+				return filepath.SkipDir
+			case filedrop.Archive(p):
+				unknown = true
+				return fs.SkipAll
+			case !d.IsDir():
+				n++
+			}
+			return nil
+		})
+	}
+	if unknown {
+		return -1
+	}
+	return n
+}
+
+// String is the summary as `jervis import` prints it.
+func (s Summary) String() string {
+	out := fmt.Sprintf("%d documents (%d new versions, %d unchanged), %d unparsable, %d skipped (unsupported type)",
+		s.Documents, s.NewVersions, s.Documents-s.NewVersions, s.Unparsable, s.Skipped)
+	if s.Unreadable > 0 {
+		out += fmt.Sprintf(", %d unreadable", s.Unreadable)
+	}
+	if s.Repositories > 0 {
+		out += fmt.Sprintf("; %d Git repositories: %d commits and branches", s.Repositories, s.Commits)
+	}
+	return out
+}
