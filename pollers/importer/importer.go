@@ -58,7 +58,9 @@ type Importer struct {
 	Summary Summary
 }
 
-func (im *Importer) ingester() pollers.Ingester { return pollers.Ingester{Store: im.Store, Kinds: im.Kinds} }
+func (im *Importer) ingester() pollers.Ingester {
+	return pollers.Ingester{Store: im.Store, Kinds: im.Kinds}
+}
 
 func (im *Importer) progress(n int) {
 	if im.Progress != nil {
