@@ -3,25 +3,23 @@ package api
 import (
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// limiter is a token bucket per API key: rate requests a second on
-// average, burst at once.
+// limiter is a token bucket per API key (golang.org/x/time/rate): rate
+// requests a second on average, burst at once.
 type limiter struct {
-	rate, burst float64
+	rate  rate.Limit
+	burst int
 
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[string]*rate.Limiter
 	sweepAt int
 }
 
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
-func newLimiter(rate float64, burst int) *limiter {
-	return &limiter{rate: rate, burst: float64(max(burst, 1)), buckets: map[string]*bucket{}, sweepAt: minSweep}
+func newLimiter(perSecond float64, burst int) *limiter {
+	return &limiter{rate: rate.Limit(perSecond), burst: max(burst, 1), buckets: map[string]*rate.Limiter{}, sweepAt: minSweep}
 }
 
 func (l *limiter) allow(key string) bool {
@@ -36,16 +34,10 @@ func (l *limiter) allow(key string) bool {
 	}
 	b := l.buckets[key]
 	if b == nil {
-		b = &bucket{tokens: l.burst, at: now}
+		b = rate.NewLimiter(l.rate, l.burst)
 		l.buckets[key] = b
 	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
-	b.at = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return b.AllowN(now, 1)
 }
 
 // minSweep is the bucket count at which full buckets are first dropped.
@@ -56,7 +48,7 @@ const minSweep = 1024
 // until the map has doubled.
 func (l *limiter) sweep(now time.Time) {
 	for k, b := range l.buckets {
-		if b.tokens+now.Sub(b.at).Seconds()*l.rate >= l.burst {
+		if b.TokensAt(now) >= float64(l.burst) {
 			delete(l.buckets, k)
 		}
 	}
