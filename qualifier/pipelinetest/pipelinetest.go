@@ -11,6 +11,7 @@ import (
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/qualifier"
 )
 
@@ -19,11 +20,18 @@ import (
 // minutes at most.
 func Drain(t testing.TB, st store.Store, k *kb.KB, users []string) {
 	t.Helper()
-	ix, err := indexers.New(st, indexers.Config{PollInterval: 10 * time.Millisecond})
+	DrainKinds(t, st, k, nil, users)
+}
+
+// DrainKinds is Drain with the source kinds of a registry (nil: the
+// built-in ones).
+func DrainKinds(t testing.TB, st store.Store, k *kb.KB, kinds *pollers.Registry, users []string) {
+	t.Helper()
+	ix, err := indexers.New(st, indexers.Config{Kinds: kinds, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := qualifier.New(qualifier.Config{Store: st, KB: k, Users: users, PollInterval: 10 * time.Millisecond})
+	q, err := qualifier.New(qualifier.Config{Store: st, KB: k, Kinds: kinds, Users: users, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
