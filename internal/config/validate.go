@@ -11,167 +11,224 @@ import (
 	"time"
 )
 
-// Validate reports the first setting that cannot work, naming its key.
+// Validate reports every setting that cannot work, each naming its key.
+// Each section checks its own keys; a connection's type and section are
+// its kind's to check (pollers.Registry.Configure).
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
-	}
+	var p problems
+	c.validateProcess(&p)
+	c.Embedder.validate(&p)
+	c.Graph.validate(&p)
+	c.RAG.validate(&p)
+	c.Store.validate(&p)
+	validateConnections(c.Connections, &p)
+	c.Qualifier.validate(&p)
+	c.Executor.validate(&p)
+	c.API.validate(&p)
+	c.Indexers.validate(&p)
+	return errors.Join(p...)
+}
+
+// problems collects settings errors, each naming its key.
+type problems []error
+
+func (p *problems) add(key, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+// validateProcess checks the process settings: where it keeps data, where it listens, its roles and its log.
+func (c Config) validateProcess(p *problems) {
 	if strings.TrimSpace(c.DataDir) == "" {
-		bad("data_dir", "must not be empty")
+		p.add("data_dir", "must not be empty")
 	}
 	if _, port, err := net.SplitHostPort(c.Listen); err != nil {
-		bad("listen", "%q is not host:port (%v)", c.Listen, err)
+		p.add("listen", "%q is not host:port (%v)", c.Listen, err)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		bad("listen", "port %q is not 0-65535", port)
+		p.add("listen", "port %q is not 0-65535", port)
 	}
 	if len(c.Roles) == 0 {
-		bad("roles", "must name at least one of %s", strings.Join(Roles, ", "))
+		p.add("roles", "must name at least one of %s", strings.Join(Roles, ", "))
 	}
 	for _, r := range c.Roles {
 		if !slices.Contains(Roles, r) {
-			bad("roles", "%q is not one of %s", r, strings.Join(Roles, ", "))
+			p.add("roles", "%q is not one of %s", r, strings.Join(Roles, ", "))
 		}
 	}
 	if c.ShutdownTimeout <= 0 {
-		bad("shutdown_timeout", "must be positive, got %s", c.ShutdownTimeout)
+		p.add("shutdown_timeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
-		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+		p.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
-		bad("log.format", "%q is not text or json", c.Log.Format)
+		p.add("log.format", "%q is not text or json", c.Log.Format)
 	}
-	switch c.Embedder.Backend {
+}
+
+// validate checks embedder.*.
+func (s Embedder) validate(p *problems) {
+	switch s.Backend {
 	case "glove":
 	case "ollama":
-		if !isHTTPURL(c.Embedder.Ollama.Host) {
-			bad("embedder.ollama.host", "%q is not an http(s) URL", c.Embedder.Ollama.Host)
+		if !isHTTPURL(s.Ollama.Host) {
+			p.add("embedder.ollama.host", "%q is not an http(s) URL", s.Ollama.Host)
 		}
-		if strings.TrimSpace(c.Embedder.Ollama.Model) == "" {
-			bad("embedder.ollama.model", "required with embedder.backend ollama")
+		if strings.TrimSpace(s.Ollama.Model) == "" {
+			p.add("embedder.ollama.model", "required with embedder.backend ollama")
 		}
-		if c.Embedder.Ollama.Timeout <= 0 {
-			bad("embedder.ollama.timeout", "%s is not positive", c.Embedder.Ollama.Timeout)
+		if s.Ollama.Timeout <= 0 {
+			p.add("embedder.ollama.timeout", "%s is not positive", s.Ollama.Timeout)
 		}
 	default:
-		bad("embedder.backend", "%q is not glove or ollama", c.Embedder.Backend)
+		p.add("embedder.backend", "%q is not glove or ollama", s.Backend)
 	}
-	switch c.Graph.Backend {
+}
+
+// validate checks graph.*.
+func (s Graph) validate(p *problems) {
+	switch s.Backend {
 	case "sqlite":
 	case "arango":
-		if !isHTTPURL(c.Graph.Arango.URL) {
-			bad("graph.arango.url", "%q is not an http(s) URL (graph.backend is arango)", c.Graph.Arango.URL)
+		if !isHTTPURL(s.Arango.URL) {
+			p.add("graph.arango.url", "%q is not an http(s) URL (graph.backend is arango)", s.Arango.URL)
 		}
-		if c.Graph.Arango.Database == "" {
-			bad("graph.arango.database", "required with graph.backend arango")
+		if s.Arango.Database == "" {
+			p.add("graph.arango.database", "required with graph.backend arango")
 		}
-		if c.Graph.Arango.Timeout <= 0 {
-			bad("graph.arango.timeout", "%s is not positive", c.Graph.Arango.Timeout)
+		if s.Arango.Timeout <= 0 {
+			p.add("graph.arango.timeout", "%s is not positive", s.Arango.Timeout)
 		}
 	default:
-		bad("graph.backend", "%q is not sqlite or arango", c.Graph.Backend)
+		p.add("graph.backend", "%q is not sqlite or arango", s.Backend)
 	}
-	switch c.RAG.Backend {
+}
+
+// validate checks rag.*.
+func (s RAG) validate(p *problems) {
+	switch s.Backend {
 	case "sqlite":
 	case "weaviate":
-		if !isHTTPURL(c.RAG.Weaviate.URL) {
-			bad("rag.weaviate.url", "%q is not an http(s) URL (rag.backend is weaviate)", c.RAG.Weaviate.URL)
+		if !isHTTPURL(s.Weaviate.URL) {
+			p.add("rag.weaviate.url", "%q is not an http(s) URL (rag.backend is weaviate)", s.Weaviate.URL)
 		}
-		if c.RAG.Weaviate.Timeout <= 0 {
-			bad("rag.weaviate.timeout", "%s is not positive", c.RAG.Weaviate.Timeout)
+		if s.Weaviate.Timeout <= 0 {
+			p.add("rag.weaviate.timeout", "%s is not positive", s.Weaviate.Timeout)
 		}
 	default:
-		bad("rag.backend", "%q is not sqlite or weaviate", c.RAG.Backend)
+		p.add("rag.backend", "%q is not sqlite or weaviate", s.Backend)
 	}
-	switch c.Store.Backend {
+}
+
+// validate checks store.*.
+func (s Store) validate(p *problems) {
+	switch s.Backend {
 	case "sqlite":
 	case "mongo":
-		if u, err := url.Parse(c.Store.Mongo.URI); err != nil || (u.Scheme != "mongodb" && u.Scheme != "mongodb+srv") {
-			bad("store.mongo.uri", "not a mongodb:// or mongodb+srv:// URI (store.backend is mongo)")
+		if u, err := url.Parse(s.Mongo.URI); err != nil || (u.Scheme != "mongodb" && u.Scheme != "mongodb+srv") {
+			p.add("store.mongo.uri", "not a mongodb:// or mongodb+srv:// URI (store.backend is mongo)")
 		}
-		if c.Store.Mongo.Timeout <= 0 {
-			bad("store.mongo.timeout", "%s is not positive", c.Store.Mongo.Timeout)
+		if s.Mongo.Timeout <= 0 {
+			p.add("store.mongo.timeout", "%s is not positive", s.Mongo.Timeout)
 		}
 	default:
-		bad("store.backend", "%q is not sqlite or mongo", c.Store.Backend)
+		p.add("store.backend", "%q is not sqlite or mongo", s.Backend)
 	}
-	if c.Store.SQLite.BusyTimeout <= 0 {
-		bad("store.sqlite.busy_timeout", "must be positive, got %s", c.Store.SQLite.BusyTimeout)
+	if s.SQLite.BusyTimeout <= 0 {
+		p.add("store.sqlite.busy_timeout", "must be positive, got %s", s.SQLite.BusyTimeout)
 	}
+}
+
+// validateConnections checks what every connection has: a unique id, a
+// client and a schedule; its type and section are its kind's to check.
+func validateConnections(conns []Connection, p *problems) {
 	ids := map[string]bool{}
-	for i, conn := range c.Connections {
+	for i, conn := range conns {
 		key := fmt.Sprintf("connections[%d]", i)
 		switch {
 		case conn.ID == "":
-			bad(key+".id", "required")
+			p.add(key+".id", "required")
 		case ids[conn.ID]:
-			bad(key+".id", "%q is used twice", conn.ID)
+			p.add(key+".id", "%q is used twice", conn.ID)
 		}
 		ids[conn.ID] = true
 		if !clientID.MatchString(conn.Client) {
-			bad(key+".client", "%q must match %s", conn.Client, clientID)
+			p.add(key+".client", "%q must match %s", conn.Client, clientID)
 		}
 		if conn.Schedule == "" {
-			bad(key+".schedule", `required (a cron spec such as "@every 2m")`)
+			p.add(key+".schedule", `required (a cron spec such as "@every 2m")`)
 		} else if _, err := cronParser.Parse(conn.Schedule); err != nil {
-			bad(key+".schedule", "%q: %v", conn.Schedule, err)
+			p.add(key+".schedule", "%q: %v", conn.Schedule, err)
 		}
 		if conn.Type == "" {
-			bad(key+".type", "required")
+			p.add(key+".type", "required")
 		}
 		// The type and its section are the kinds' to check
 		// (pollers.Registry.Configure).
 	}
-	if c.Qualifier.Concurrency < 1 || c.Qualifier.Concurrency > 256 {
-		bad("qualifier.concurrency", "%d is not 1..256", c.Qualifier.Concurrency)
+}
+
+// validate checks qualifier.*.
+func (s Qualifier) validate(p *problems) {
+	if s.Concurrency < 1 || s.Concurrency > 256 {
+		p.add("qualifier.concurrency", "%d is not 1..256", s.Concurrency)
 	}
-	if c.Qualifier.MaxIterations < 1 || c.Qualifier.MaxIterations > 100 {
-		bad("qualifier.max_iterations", "%d is not 1..100", c.Qualifier.MaxIterations)
+	if s.MaxIterations < 1 || s.MaxIterations > 100 {
+		p.add("qualifier.max_iterations", "%d is not 1..100", s.MaxIterations)
 	}
-	switch u := c.Qualifier.UncertainLinks; u {
+	switch u := s.UncertainLinks; u {
 	case "auto", "record", "fetch":
 	case "model":
-		if c.Qualifier.Model == "" {
-			bad("qualifier.uncertain_links", "model needs qualifier.model")
+		if s.Model == "" {
+			p.add("qualifier.uncertain_links", "model needs qualifier.model")
 		}
 	default:
-		bad("qualifier.uncertain_links", "%q is not auto, record, fetch or model", u)
+		p.add("qualifier.uncertain_links", "%q is not auto, record, fetch or model", u)
 	}
-	if c.Executor.IdleAfter < 0 {
-		bad("executor.idle_after", "%s is negative", c.Executor.IdleAfter)
+}
+
+// validate checks executor.*.
+func (s Executor) validate(p *problems) {
+	if s.IdleAfter < 0 {
+		p.add("executor.idle_after", "%s is negative", s.IdleAfter)
 	}
-	if c.Executor.Concurrency < 1 || c.Executor.Concurrency > 64 {
-		bad("executor.concurrency", "%d is not 1..64", c.Executor.Concurrency)
+	if s.Concurrency < 1 || s.Concurrency > 64 {
+		p.add("executor.concurrency", "%d is not 1..64", s.Concurrency)
 	}
-	if c.Executor.MaxIterations < 1 || c.Executor.MaxIterations > 10_000 {
-		bad("executor.max_iterations", "%d is not 1..10000", c.Executor.MaxIterations)
+	if s.MaxIterations < 1 || s.MaxIterations > 10_000 {
+		p.add("executor.max_iterations", "%d is not 1..10000", s.MaxIterations)
 	}
-	if c.Executor.MaxTokens < 1 {
-		bad("executor.max_tokens", "%d is not positive", c.Executor.MaxTokens)
+	if s.MaxTokens < 1 {
+		p.add("executor.max_tokens", "%d is not positive", s.MaxTokens)
 	}
-	if c.Executor.MaxDuration <= 0 {
-		bad("executor.max_duration", "%s is not positive", c.Executor.MaxDuration)
+	if s.MaxDuration <= 0 {
+		p.add("executor.max_duration", "%s is not positive", s.MaxDuration)
 	}
-	if c.API.RateLimit < 0 {
-		bad("api.rate_limit", "%v is negative (0: no limit)", c.API.RateLimit)
+}
+
+// validate checks api.*.
+func (s API) validate(p *problems) {
+	if s.RateLimit < 0 {
+		p.add("api.rate_limit", "%v is negative (0: no limit)", s.RateLimit)
 	}
-	if c.API.RateBurst < 1 {
-		bad("api.rate_burst", "%d is not at least 1", c.API.RateBurst)
+	if s.RateBurst < 1 {
+		p.add("api.rate_burst", "%d is not at least 1", s.RateBurst)
 	}
-	if c.API.MaxBodyBytes < 1<<10 || c.API.MaxBodyBytes > 1<<30 {
-		bad("api.max_body_bytes", "%d is not 1024..1073741824", c.API.MaxBodyBytes)
+	if s.MaxBodyBytes < 1<<10 || s.MaxBodyBytes > 1<<30 {
+		p.add("api.max_body_bytes", "%d is not 1024..1073741824", s.MaxBodyBytes)
 	}
-	if c.Indexers.Concurrency < 1 || c.Indexers.Concurrency > 256 {
-		bad("indexers.concurrency", "%d is not 1..256", c.Indexers.Concurrency)
+}
+
+// validate checks indexers.*.
+func (s Indexers) validate(p *problems) {
+	if s.Concurrency < 1 || s.Concurrency > 256 {
+		p.add("indexers.concurrency", "%d is not 1..256", s.Concurrency)
 	}
-	if c.Indexers.BatchSize < 1 || c.Indexers.BatchSize > 10_000 {
-		bad("indexers.batch_size", "%d is not 1..10000", c.Indexers.BatchSize)
+	if s.BatchSize < 1 || s.BatchSize > 10_000 {
+		p.add("indexers.batch_size", "%d is not 1..10000", s.BatchSize)
 	}
-	if c.Indexers.PollInterval < 10*time.Millisecond {
-		bad("indexers.poll_interval", "%s is shorter than 10ms", c.Indexers.PollInterval)
+	if s.PollInterval < 10*time.Millisecond {
+		p.add("indexers.poll_interval", "%s is shorter than 10ms", s.PollInterval)
 	}
-	return errors.Join(errs...)
 }
 
 // isHTTPURL reports whether s is an absolute http(s) URL with a host: the
