@@ -1,0 +1,259 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// The documents role: versions, validation, claims and the state machine.
+
+// testDegradedDocuments: a document kept with parser warnings is listed by
+// DocumentQuery.Degraded (its client's only) and counted in Stats.Degraded,
+// whatever state it is in.
+func testDegradedDocuments(t *testing.T, s store.Store) {
+	warned := doc("acme", "warned", "body with a bad part")
+	warned.Normalized.Warnings = []string{"part 2 (text/plain; charset=x-klingon): unknown charset, decoded as windows-1252"}
+	w, _ := mustPut(t, s, warned)
+	mustPut(t, s, doc("acme", "clean", "clean body"))
+	other := doc("globex", "warned", "other")
+	other.Normalized.Warnings = []string{"body cut at 8 MiB"}
+	mustPut(t, s, other)
+	got := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", Degraded: true}))(t)
+	if len(got) != 1 || got[0].ID != w.ID || !slices.Equal(got[0].Normalized.Warnings, warned.Normalized.Warnings) {
+		t.Fatalf("degraded listing: %+v", got)
+	}
+	if all := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme"}))(t); len(all) != 2 {
+		t.Fatalf("all documents: %d", len(all))
+	}
+	if st := must(s.Stats(ctx(t)))(t); st.Degraded != 2 {
+		t.Fatalf("stats: %d degraded, want 2", st.Degraded)
+	}
+}
+
+func testDocumentPut(t *testing.T, s store.Store) {
+	d1, created := mustPut(t, s, doc("acme", "msg-1", "hello"))
+	if !created || d1.Version != 1 || d1.State != store.DocNew || d1.ID == "" {
+		t.Fatalf("first put: created=%v version=%d state=%s id=%q", created, d1.Version, d1.State, d1.ID)
+	}
+	again, created := mustPut(t, s, doc("acme", "msg-1", "hello"))
+	if created || again.ID != d1.ID || again.Version != 1 {
+		t.Fatalf("same content again: created=%v id=%s version=%d, want no-op on %s v1", created, again.ID, again.Version, d1.ID)
+	}
+	d2, created := mustPut(t, s, doc("acme", "msg-1", "hello, edited"))
+	if !created || d2.Version != 2 || d2.ID == d1.ID {
+		t.Fatalf("changed content: created=%v version=%d id=%s", created, d2.Version, d2.ID)
+	}
+	// Same external item for another client is independent.
+	other, created := mustPut(t, s, doc("globex", "msg-1", "hello"))
+	if !created || other.Version != 1 || other.ID == d1.ID {
+		t.Fatalf("other client: created=%v version=%d id=%s", created, other.Version, other.ID)
+	}
+	got := must(s.GetDocument(ctx(t), "acme", d1.ID))(t)
+	if got.Normalized.Title != "subject msg-1" || string(got.Raw) != "hello" || got.ContentHash != store.ContentHash([]byte("hello")) ||
+		got.Normalized.Metadata["from"] != "ann@example.com" || len(got.Normalized.Links) != 1 || got.MaxAttempts != store.DefaultMaxAttempts {
+		t.Fatalf("round trip lost fields: %+v", got)
+	}
+	if _, err := s.GetDocument(ctx(t), "globex", d1.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another client's document: err = %v, want ErrNotFound", err)
+	}
+	versions := must(s.ListDocumentVersions(ctx(t), "acme", store.SourceEmail, "msg-1"))(t)
+	if len(versions) != 2 || versions[0].Version != 1 || versions[1].Version != 2 {
+		t.Fatalf("versions = %d", len(versions))
+	}
+	stored := eventsOf(t, s, d1.ID, store.EventDocumentStored)
+	if len(stored) != 1 {
+		t.Fatalf("document.stored events for %s = %d, want 1 (the no-op put must not log)", d1.ID, len(stored))
+	}
+}
+
+func mustPut(t *testing.T, s store.Store, d store.Document) (store.Document, bool) {
+	t.Helper()
+	got, created, err := s.PutDocument(ctx(t), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, created
+}
+
+func testDocumentValidation(t *testing.T, s store.Store) {
+	for _, tc := range []struct {
+		name  string
+		doc   store.Document
+		field string
+	}{
+		{"no client", store.Document{SourceType: store.SourceFile, ExternalID: "x", Raw: []byte("x")}, "client"},
+		{"bad source", store.Document{Client: "a", SourceType: "fax machine", ExternalID: "x", Raw: []byte("x")}, "sourceType"},
+		{"no external id", store.Document{Client: "a", SourceType: store.SourceFile, Raw: []byte("x")}, "externalId"},
+		{"no content", store.Document{Client: "a", SourceType: store.SourceFile, ExternalID: "x"}, "raw"},
+	} {
+		_, _, err := s.PutDocument(ctx(t), tc.doc)
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: err = %v, want ErrInvalid naming %q", tc.name, err, tc.field)
+		}
+	}
+	if _, err := s.EnqueueTasks(ctx(t), store.Task{Client: "a", Kind: "BOGUS", SourceDoc: "d"}); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "kind") {
+		t.Errorf("bad kind: err = %v", err)
+	}
+	if _, err := s.EnqueueTasks(ctx(t), store.Task{Client: "a", Kind: store.KindLink, SourceDoc: "d"}); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "payload.url") {
+		t.Errorf("link task without url: err = %v", err)
+	}
+	st := must(s.Stats(ctx(t)))(t)
+	if st.Documents[string(store.DocNew)] != 0 || st.Tasks[string(store.TaskNew)] != 0 {
+		t.Errorf("invalid input was stored: %+v", st)
+	}
+}
+
+func claimAt(now time.Time, owner string, limit int) store.Claim {
+	return store.Claim{Owner: owner, Limit: limit, Now: now, LeaseUntil: now.Add(time.Minute)}
+}
+
+func testDocumentClaim(t *testing.T, s store.Store) {
+	now := time.Now()
+	for i := range 5 {
+		mustPut(t, s, doc("acme", fmt.Sprint("m", i), fmt.Sprint("body", i)))
+	}
+	a := must(s.ClaimDocuments(ctx(t), claimAt(now, "A", 3)))(t)
+	b := must(s.ClaimDocuments(ctx(t), claimAt(now, "B", 10)))(t)
+	if len(a) != 3 || len(b) != 2 {
+		t.Fatalf("claimed %d + %d, want 3 + 2", len(a), len(b))
+	}
+	for _, d := range append(a, b...) {
+		if d.State != store.DocIndexing || d.Attempts != 1 || d.LeaseOwner == "" {
+			t.Fatalf("claimed doc: state=%s attempts=%d owner=%q", d.State, d.Attempts, d.LeaseOwner)
+		}
+	}
+	if more := must(s.ClaimDocuments(ctx(t), claimAt(now, "C", 10)))(t); len(more) != 0 {
+		t.Fatalf("claimed %d leased documents again", len(more))
+	}
+	// B's lease expires; A extends its own.
+	if n := must(s.ExtendDocumentLeases(ctx(t), "A", ids(a), now.Add(time.Hour)))(t); n != 3 {
+		t.Fatalf("extended %d, want 3", n)
+	}
+	if n := must(s.ExtendDocumentLeases(ctx(t), "B", ids(a), now.Add(time.Hour)))(t); n != 0 {
+		t.Fatalf("B extended %d of A's leases", n)
+	}
+	if n := must(s.RescueDocuments(ctx(t), now.Add(2*time.Minute)))(t); n != 2 {
+		t.Fatalf("rescued %d, want B's 2", n)
+	}
+	again := must(s.ClaimDocuments(ctx(t), claimAt(now.Add(2*time.Minute), "C", 10)))(t)
+	if len(again) != 2 || again[0].Attempts != 2 {
+		t.Fatalf("reclaimed %d (attempts %d), want 2 at attempt 2", len(again), again[0].Attempts)
+	}
+	// B acks late: its lease is gone.
+	err := s.TransitionDocuments(ctx(t), []store.DocumentTransition{{ID: b[0].ID, From: store.DocIndexing, To: store.DocIndexed, Owner: "B"}})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale owner ack: err = %v, want ErrConflict", err)
+	}
+	// A finishes one, quarantines one with a reason, releases one.
+	err = s.TransitionDocuments(ctx(t), []store.DocumentTransition{
+		{ID: a[0].ID, From: store.DocIndexing, To: store.DocIndexed, Owner: "A"},
+		{ID: a[1].ID, From: store.DocIndexing, To: store.DocQuarantined, Owner: "A", Error: &store.ErrorInfo{Class: "malformed", Message: "bad MIME"}},
+		{ID: a[2].ID, From: store.DocIndexing, To: store.DocNew, Owner: "A", RefundAttempt: true, Reason: "shutdown"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := must(s.GetDocument(ctx(t), "acme", a[1].ID))(t)
+	if q.State != store.DocQuarantined || q.Error == nil || q.Error.Message != "bad MIME" {
+		t.Fatalf("quarantined doc: %+v", q)
+	}
+	r := must(s.GetDocument(ctx(t), "acme", a[2].ID))(t)
+	if r.State != store.DocNew || r.Attempts != 0 || r.LeaseOwner != "" {
+		t.Fatalf("released doc: state=%s attempts=%d owner=%q", r.State, r.Attempts, r.LeaseOwner)
+	}
+	// Listing by state shows the quarantine reason, without the raw bytes.
+	qs := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", State: store.DocQuarantined}))(t)
+	if len(qs) != 1 || qs[0].ID != a[1].ID || qs[0].Error == nil || qs[0].Error.Message != "bad MIME" || qs[0].Raw != nil {
+		t.Fatalf("list quarantined: %+v", qs)
+	}
+	if all := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", Limit: 2}))(t); len(all) != 2 {
+		t.Fatalf("limit: %d", len(all))
+	}
+	if other := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "globex"}))(t); len(other) != 0 {
+		t.Fatalf("another client's documents listed: %d", len(other))
+	}
+	// A document whose attempts are spent is quarantined by the rescuer.
+	d, _ := mustPut(t, s, store.Document{Client: "acme", SourceType: store.SourceFile, ExternalID: "poison", Raw: []byte("p"), MaxAttempts: 1})
+	for {
+		got := must(s.ClaimDocuments(ctx(t), claimAt(now.Add(3*time.Minute), "D", 10)))(t)
+		if slices.ContainsFunc(got, func(x store.Document) bool { return x.ID == d.ID }) {
+			break
+		}
+		if len(got) == 0 {
+			t.Fatal("poison document never claimed")
+		}
+	}
+	must(s.RescueDocuments(ctx(t), now.Add(time.Hour)))(t)
+	p := must(s.GetDocument(ctx(t), "acme", d.ID))(t)
+	if p.State != store.DocQuarantined || p.Error == nil || p.Error.Class != "lease_expired" || !p.Error.Recoverable {
+		t.Fatalf("poison doc after rescue: state=%s err=%+v", p.State, p.Error)
+	}
+}
+
+// docPath lists how to reach each document state from NEW.
+var docPath = map[store.DocumentState][]store.DocumentState{
+	store.DocNew:         nil,
+	store.DocIndexing:    {store.DocIndexing},
+	store.DocIndexed:     {store.DocIndexing, store.DocIndexed},
+	store.DocQuarantined: {store.DocIndexing, store.DocQuarantined},
+}
+
+func testDocumentTransitions(t *testing.T, newStore NewStore) {
+	for _, from := range store.DocumentStates {
+		for _, to := range store.DocumentStates {
+			t.Run(fmt.Sprintf("%s_to_%s", from, to), func(t *testing.T) {
+				t.Parallel()
+				s := newStore(t)
+				d, _ := mustPut(t, s, doc("acme", "x", "x"))
+				cur := store.DocNew
+				for _, next := range docPath[from] {
+					driveDoc(t, s, d.ID, cur, next)
+					cur = next
+				}
+				before := len(must(s.ListEvents(ctx(t), store.EventQuery{AggregateID: d.ID}))(t))
+				var err error
+				if to == store.DocIndexing {
+					var got []store.Document
+					got, err = s.ClaimDocuments(ctx(t), claimAt(time.Now(), "w", 1))
+					if err == nil && len(got) == 0 {
+						err = store.ErrIllegalTransition
+					}
+				} else {
+					err = s.TransitionDocuments(ctx(t), []store.DocumentTransition{{ID: d.ID, From: from, To: to}})
+				}
+				legal := store.CanTransitionDocument(from, to)
+				after := must(s.GetDocument(ctx(t), "acme", d.ID))(t)
+				events := len(must(s.ListEvents(ctx(t), store.EventQuery{AggregateID: d.ID}))(t))
+				switch {
+				case legal && err != nil:
+					t.Fatalf("legal %s -> %s failed: %v", from, to, err)
+				case legal && (after.State != to || events != before+1):
+					t.Fatalf("legal %s -> %s: state %s, %d new events", from, to, after.State, events-before)
+				case !legal && !errors.Is(err, store.ErrIllegalTransition):
+					t.Fatalf("illegal %s -> %s: err = %v, want ErrIllegalTransition", from, to, err)
+				case !legal && (after.State != from || events != before):
+					t.Fatalf("illegal %s -> %s changed something: state %s, %d new events", from, to, after.State, events-before)
+				}
+			})
+		}
+	}
+}
+
+func driveDoc(t *testing.T, s store.Store, id string, from, to store.DocumentState) {
+	t.Helper()
+	if to == store.DocIndexing {
+		if got := must(s.ClaimDocuments(ctx(t), claimAt(time.Now(), "w", 1)))(t); len(got) != 1 || got[0].ID != id {
+			t.Fatalf("claim %s: got %d", id, len(got))
+		}
+		return
+	}
+	if err := s.TransitionDocuments(ctx(t), []store.DocumentTransition{{ID: id, From: from, To: to}}); err != nil {
+		t.Fatal(err)
+	}
+}
