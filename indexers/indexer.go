@@ -96,7 +96,7 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 	found = links.Merge(given, found)
 
 	title := cmp.Or(n.Title, doc.ExternalID)
-	data := store.DataPayload{SourceType: doc.SourceType, ExternalID: doc.ExternalID, Version: doc.Version, Title: n.Title, Summary: summary(kind.Noun(), doc, found)}
+	data := store.DataPayload{SourceType: doc.SourceType, ExternalID: doc.ExternalID, Version: doc.Version, Title: n.Title, Summary: summary(kind.About().Noun, doc, found)}
 	for _, l := range found {
 		data.Links = append(data.Links, l.URL)
 	}

@@ -48,7 +48,7 @@ func (r *Registry) ParseFile(name string, content io.Reader, emit func(store.Doc
 			return err
 		}
 		declined = err
-		nouns = append(nouns, fr.Noun()+"s")
+		nouns = append(nouns, fr.About().Noun+"s")
 	}
 	raw, err := f.Bytes()
 	if err != nil {
@@ -93,7 +93,7 @@ func (d declined) Unwrap() error        { return d.reason }
 // source type of the one kind that claims its extension, else FILE.
 func (r *Registry) fileSourceType(name string) store.SourceType {
 	if rs := r.Readers(name); len(rs) == 1 {
-		return rs[0].SourceType()
+		return rs[0].About().SourceType
 	}
 	return store.SourceFile
 }

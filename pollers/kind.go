@@ -20,35 +20,44 @@ import (
 )
 
 // Kind is one kind of source — email, Jira, Confluence, Git, a note — and
-// everything that kind means: its documents' source type, how one of them
-// is named in prose, and how it becomes knowledge (Shape). A kind that
-// polls a remote is also a Connector; one that reads files is also a
-// FileReader. Each kind is one package under pollers/ and one line in the
-// Registry that cmd/jervis builds (the model: Prometheus's service
-// discovery, where each mechanism's config builds its own discoverer).
+// everything that kind means: what it is (About), and how one of its
+// documents becomes knowledge (Shape). A kind that polls a remote is also a
+// Connector; one that reads files is also a FileReader. Each kind is one
+// package under pollers/ and one line in the list cmd/jervis builds its
+// Registry from (the model: Prometheus's service discovery, where each
+// mechanism's config builds its own discoverer).
 type Kind interface {
-	// Name names the kind ("email").
-	Name() string
-	// SourceType is what its documents are stored as ("EMAIL").
-	SourceType() store.SourceType
-	// Noun names one of its documents in prose ("email", "Jira issue").
-	Noun() string
+	// About says what the kind is.
+	About() About
 	// Shape says how a document of the kind becomes knowledge: its node,
 	// its metadata edges with their evidence lines, and what the rules
 	// route it by. It reads only the kind's own metadata (its typed Meta).
 	Shape(d store.Document) Shape
+}
+
+// About is what a kind is.
+type About struct {
+	// Name names the kind ("email").
+	Name string
+	// SourceType is what its documents are stored as ("EMAIL").
+	SourceType store.SourceType
+	// Noun names one of its documents in prose ("email", "Jira issue").
+	Noun string
 	// Namespaces are the node types its Shape produces (prose mentions of
 	// them become nodes too).
-	Namespaces() []string
+	Namespaces []string
+	// Extensions are the file name endings a FileReader reads (".eml").
+	Extensions []string
+	// ConnectionType is the "type" of a Connector's connections ("imap"),
+	// configured by its section of that name ("imap: {...}").
+	ConnectionType string
 }
 
 // Connector is a kind that polls a remote: a connection of its
-// ConnectionType is configured by its own section ("imap: {...}") and
-// polled through the Source it builds.
+// ConnectionType is configured by its own section and polled through the
+// Source it builds.
 type Connector interface {
 	Kind
-	// ConnectionType is the "type" of its connections ("imap").
-	ConnectionType() string
 	// Configure decodes and validates a connection's settings — errors name
 	// the key ("connections[0].imap.addr: required"); it reads no secret
 	// and touches no network.
@@ -62,14 +71,23 @@ type Configured interface {
 	NewSource() (Source, error)
 }
 
-// FileReader is a kind that reads files: the extensions it claims, and how
-// it reads one. Several kinds may claim one extension (.json: Jira, then
-// Confluence); each declines a file that is not its own with ErrNotMine,
-// before it streams it.
+// Configuration is the Configured of most kinds: the section it decoded,
+// the settings it came with, and how it opens its source.
+type Configuration[T any] struct {
+	Section  T
+	Settings Settings
+	Open     func(section T, s Settings) (Source, error)
+}
+
+// NewSource implements Configured.
+func (c Configuration[T]) NewSource() (Source, error) { return c.Open(c.Section, c.Settings) }
+
+// FileReader is a kind that reads files: those named with its Extensions.
+// Several kinds may claim one extension (.json: Jira, then Confluence);
+// each declines a file that is not its own with ErrNotMine, before it
+// streams it.
 type FileReader interface {
 	Kind
-	// Extensions are the file name endings it reads (".eml", ".mbox").
-	Extensions() []string
 	// ReadFile reads one file, emitting its documents as they are parsed (a
 	// mailbox message by message). A file it cannot parse is emitted as an
 	// unparsable document with the reason (store.Unparsable).
@@ -293,6 +311,15 @@ func (s Settings) Secret(env, file string) (string, error) {
 	return config.Secret(env, file, s.Environ)
 }
 
+// OneSecret checks that exactly one of a secret's two keys is set
+// (password_env or password_file): the error names the section.
+func (s Settings) OneSecret(section, envKey, fileKey, env, file string) error {
+	if (env == "") == (file == "") {
+		return s.Invalid(section, "set exactly one of %s and %s", envKey, fileKey)
+	}
+	return nil
+}
+
 // Invalid is a settings error naming the key.
 func (s Settings) Invalid(key, format string, args ...any) error {
 	return fmt.Errorf("config: %s.%s: %s", s.Key, key, fmt.Sprintf(format, args...))
@@ -309,14 +336,15 @@ type Registry struct {
 func NewRegistry(kinds ...Kind) (*Registry, error) {
 	seen := map[string]bool{}
 	for _, k := range kinds {
-		for _, key := range []string{"name " + k.Name(), "source type " + string(k.SourceType())} {
-			if seen[key] {
-				return nil, fmt.Errorf("pollers: two kinds have %s", key)
-			}
-			seen[key] = true
+		a := k.About()
+		if !a.SourceType.Valid() {
+			return nil, fmt.Errorf("pollers: kind %s: source type %q is not upper-case letters, digits and _", a.Name, a.SourceType)
 		}
-		if c, ok := k.(Connector); ok {
-			key := "connection type " + c.ConnectionType()
+		keys := []string{"name " + a.Name, "source type " + string(a.SourceType)}
+		if _, ok := k.(Connector); ok {
+			keys = append(keys, "connection type "+a.ConnectionType)
+		}
+		for _, key := range keys {
 			if seen[key] {
 				return nil, fmt.Errorf("pollers: two kinds have %s", key)
 			}
@@ -334,7 +362,7 @@ func (r *Registry) Kinds() []Kind { return slices.Clone(r.kinds) }
 // as a note.
 func (r *Registry) Kind(t store.SourceType) Kind {
 	for _, k := range r.kinds {
-		if k.SourceType() == t {
+		if k.About().SourceType == t {
 			return k
 		}
 	}
@@ -345,7 +373,7 @@ func (r *Registry) Kind(t store.SourceType) Kind {
 func (r *Registry) SourceTypes() []store.SourceType {
 	out := make([]store.SourceType, len(r.kinds))
 	for i, k := range r.kinds {
-		out[i] = k.SourceType()
+		out[i] = k.About().SourceType
 	}
 	return out
 }
@@ -356,7 +384,7 @@ func (r *Registry) Shape(d store.Document) Shape { return r.Kind(d.SourceType).S
 // Connector returns the kind whose connections have this type.
 func (r *Registry) Connector(connectionType string) (Connector, bool) {
 	for _, k := range r.kinds {
-		if c, ok := k.(Connector); ok && c.ConnectionType() == connectionType {
+		if c, ok := k.(Connector); ok && c.About().ConnectionType == connectionType {
 			return c, true
 		}
 	}
@@ -368,7 +396,7 @@ func (r *Registry) ConnectionTypes() []string {
 	var out []string
 	for _, k := range r.kinds {
 		if c, ok := k.(Connector); ok {
-			out = append(out, c.ConnectionType())
+			out = append(out, c.About().ConnectionType)
 		}
 	}
 	return out
@@ -379,7 +407,7 @@ func (r *Registry) ConnectionTypes() []string {
 func (r *Registry) Namespaces() []string {
 	out := []string{"link"}
 	for _, k := range r.kinds {
-		out = append(out, k.Namespaces()...)
+		out = append(out, k.About().Namespaces...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -390,7 +418,7 @@ func (r *Registry) Extensions() []string {
 	var out []string
 	for _, k := range r.kinds {
 		if fr, ok := k.(FileReader); ok {
-			out = append(out, fr.Extensions()...)
+			out = append(out, fr.About().Extensions...)
 		}
 	}
 	slices.Sort(out)
@@ -403,7 +431,7 @@ func (r *Registry) Readers(name string) []FileReader {
 	ext := strings.ToLower(filepath.Ext(name))
 	var out []FileReader
 	for _, k := range r.kinds {
-		if fr, ok := k.(FileReader); ok && slices.Contains(fr.Extensions(), ext) {
+		if fr, ok := k.(FileReader); ok && slices.Contains(fr.About().Extensions, ext) {
 			out = append(out, fr)
 		}
 	}
@@ -413,10 +441,9 @@ func (r *Registry) Readers(name string) []FileReader {
 // generic is the kind of a source type no kind of this build has.
 type generic struct{ t store.SourceType }
 
-func (g generic) Name() string                 { return strings.ToLower(string(g.t)) }
-func (g generic) SourceType() store.SourceType { return g.t }
-func (g generic) Noun() string                 { return "document" }
-func (g generic) Namespaces() []string         { return []string{"file"} }
+func (g generic) About() About {
+	return About{Name: strings.ToLower(string(g.t)), SourceType: g.t, Noun: "document", Namespaces: []string{"file"}}
+}
 
 func (g generic) Shape(d store.Document) Shape {
 	var h Header

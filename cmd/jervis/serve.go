@@ -330,7 +330,7 @@ func (a *app) scheduler(st pollers.Store, wake func(), observe func(string, stri
 		if err != nil {
 			return nil, fmt.Errorf("connection %s: %w", c.ID, err)
 		}
-		conns = append(conns, pollers.Connection{ID: c.ID, Client: c.Client, SourceType: c.Kind.SourceType(), Schedule: c.Schedule, Source: src})
+		conns = append(conns, pollers.Connection{ID: c.ID, Client: c.Client, SourceType: c.Kind.About().SourceType, Schedule: c.Schedule, Source: src})
 		a.log.Info("connection scheduled", "connection", c.ID, "client", c.Client, "type", c.Type, "schedule", c.Schedule)
 	}
 	if len(conns) == 0 {

@@ -21,20 +21,11 @@ var (
 	_ pollers.FileReader = Kind{}
 )
 
-// Name implements pollers.Kind.
-func (Kind) Name() string { return "confluence" }
-
-// SourceType implements pollers.Kind.
-func (Kind) SourceType() store.SourceType { return store.SourceConfluence }
-
-// Noun implements pollers.Kind.
-func (Kind) Noun() string { return "Confluence page" }
-
-// Namespaces implements pollers.Kind.
-func (Kind) Namespaces() []string { return []string{"page", "person", "space"} }
-
-// Extensions implements pollers.FileReader.
-func (Kind) Extensions() []string { return []string{".json", ".xhtml", ".html", ".htm"} }
+// About implements pollers.Kind.
+func (Kind) About() pollers.About {
+	return pollers.About{Name: "confluence", SourceType: store.SourceConfluence, Noun: "Confluence page",
+		Namespaces: []string{"page", "person", "space"}, Extensions: []string{".json", ".xhtml", ".html", ".htm"}, ConnectionType: "confluence"}
+}
 
 // ReadFile implements pollers.FileReader: REST JSON (a page or a search
 // response), or a storage-format export named by the page's title.
@@ -96,9 +87,6 @@ type Settings struct {
 	Spaces    []string `yaml:"spaces"`
 }
 
-// ConnectionType implements pollers.Connector.
-func (Kind) ConnectionType() string { return "confluence" }
-
 // Configure implements pollers.Connector.
 func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	var c Settings
@@ -109,21 +97,15 @@ func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	if !strings.HasPrefix(c.URL, "http") {
 		errs = append(errs, s.Invalid("confluence.url", "%q is not an http(s) URL", c.URL))
 	}
-	if (c.TokenEnv == "") == (c.TokenFile == "") {
-		errs = append(errs, s.Invalid("confluence", "set exactly one of token_env and token_file"))
+	if err := s.OneSecret("confluence", "token_env", "token_file", c.TokenEnv, c.TokenFile); err != nil {
+		errs = append(errs, err)
 	}
-	return Connection{c, s}, errors.Join(errs...)
+	return pollers.Configuration[Settings]{Section: c, Settings: s, Open: open}, errors.Join(errs...)
 }
 
-// Connection is a connection of this kind as Configure read it.
-type Connection struct {
-	Settings
-	s pollers.Settings
-}
-
-// NewSource implements pollers.Configured.
-func (c Connection) NewSource() (pollers.Source, error) {
-	token, err := c.s.Secret(c.TokenEnv, c.TokenFile)
+// open builds the source of a connection Configure accepted.
+func open(c Settings, s pollers.Settings) (pollers.Source, error) {
+	token, err := s.Secret(c.TokenEnv, c.TokenFile)
 	if err != nil {
 		return nil, err
 	}

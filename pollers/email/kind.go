@@ -26,20 +26,11 @@ var (
 	_ pollers.FileReader = Kind{}
 )
 
-// Name implements pollers.Kind.
-func (Kind) Name() string { return "email" }
-
-// SourceType implements pollers.Kind.
-func (Kind) SourceType() store.SourceType { return store.SourceEmail }
-
-// Noun implements pollers.Kind.
-func (Kind) Noun() string { return "email" }
-
-// Namespaces implements pollers.Kind.
-func (Kind) Namespaces() []string { return []string{"email", "person"} }
-
-// Extensions implements pollers.FileReader.
-func (Kind) Extensions() []string { return []string{".eml", ".mbox", ".txt"} }
+// About implements pollers.Kind.
+func (Kind) About() pollers.About {
+	return pollers.About{Name: "email", SourceType: store.SourceEmail, Noun: "email",
+		Namespaces: []string{"email", "person"}, Extensions: []string{".eml", ".mbox", ".txt"}, ConnectionType: "imap"}
+}
 
 // ReadFile implements pollers.FileReader: an .eml is one message, a
 // mailbox is split as it is read (one of any size takes one message's
@@ -174,9 +165,6 @@ type IMAPSettings struct {
 	Mailboxes    []string `yaml:"mailboxes"`
 }
 
-// ConnectionType implements pollers.Connector.
-func (Kind) ConnectionType() string { return "imap" }
-
 // Configure implements pollers.Connector.
 func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	var c IMAPSettings
@@ -190,24 +178,18 @@ func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	if c.Username == "" {
 		errs = append(errs, s.Invalid("imap.username", "required"))
 	}
-	if (c.PasswordEnv == "") == (c.PasswordFile == "") {
-		errs = append(errs, s.Invalid("imap", "set exactly one of password_env and password_file"))
+	if err := s.OneSecret("imap", "password_env", "password_file", c.PasswordEnv, c.PasswordFile); err != nil {
+		errs = append(errs, err)
 	}
 	if t := c.TLS; t != "" && t != TLS && t != StartTLS && t != Plain {
 		errs = append(errs, s.Invalid("imap.tls", "%q is not tls, starttls or none", t))
 	}
-	return Connection{c, s}, errors.Join(errs...)
+	return pollers.Configuration[IMAPSettings]{Section: c, Settings: s, Open: open}, errors.Join(errs...)
 }
 
-// Connection is a connection of this kind as Configure read it.
-type Connection struct {
-	IMAPSettings
-	s pollers.Settings
-}
-
-// NewSource implements pollers.Configured.
-func (c Connection) NewSource() (pollers.Source, error) {
-	password, err := c.s.Secret(c.PasswordEnv, c.PasswordFile)
+// open builds the source of a connection Configure accepted.
+func open(c IMAPSettings, s pollers.Settings) (pollers.Source, error) {
+	password, err := s.Secret(c.PasswordEnv, c.PasswordFile)
 	if err != nil {
 		return nil, err
 	}

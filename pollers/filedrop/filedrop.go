@@ -39,20 +39,11 @@ var (
 	_ pollers.FileReader = Kind{}
 )
 
-// Name implements pollers.Kind.
-func (Kind) Name() string { return "file" }
-
-// SourceType implements pollers.Kind.
-func (Kind) SourceType() store.SourceType { return store.SourceFile }
-
-// Noun implements pollers.Kind.
-func (Kind) Noun() string { return "file" }
-
-// Namespaces implements pollers.Kind.
-func (Kind) Namespaces() []string { return []string{"file"} }
-
-// Extensions implements pollers.FileReader.
-func (Kind) Extensions() []string { return []string{".md", ".markdown", ".txt"} }
+// About implements pollers.Kind.
+func (Kind) About() pollers.About {
+	return pollers.About{Name: "file", SourceType: store.SourceFile, Noun: "file",
+		Namespaces: []string{"file"}, Extensions: []string{".md", ".markdown", ".txt"}, ConnectionType: "filedrop"}
+}
 
 // ReadFile implements pollers.FileReader.
 func (Kind) ReadFile(f *pollers.File, emit func(store.Document) error) error {
@@ -101,9 +92,6 @@ type Settings struct {
 	Path string `yaml:"path"`
 }
 
-// ConnectionType implements pollers.Connector.
-func (Kind) ConnectionType() string { return "filedrop" }
-
 // Configure implements pollers.Connector.
 func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	var c Settings
@@ -113,17 +101,11 @@ func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	if c.Path == "" {
 		return nil, s.Invalid("filedrop.path", "required")
 	}
-	return Connection{c, s}, nil
+	return pollers.Configuration[Settings]{Section: c, Settings: s, Open: open}, nil
 }
 
-// Connection is a connection of this kind as Configure read it.
-type Connection struct {
-	Settings
-	s pollers.Settings
-}
-
-// NewSource implements pollers.Configured.
-func (c Connection) NewSource() (pollers.Source, error) { return New(c.Path, 0, c.s.Registry) }
+// open builds the source of a connection Configure accepted.
+func open(c Settings, s pollers.Settings) (pollers.Source, error) { return New(c.Path, 0, s.Registry) }
 
 // Source watches a directory (recursively) as a connection: each poll
 // imports the files changed since the cursor, oldest first, each read by

@@ -19,17 +19,11 @@ type Kind struct{}
 
 var _ pollers.Connector = Kind{}
 
-// Name implements pollers.Kind.
-func (Kind) Name() string { return "git" }
-
-// SourceType implements pollers.Kind.
-func (Kind) SourceType() store.SourceType { return store.SourceGit }
-
-// Noun implements pollers.Kind.
-func (Kind) Noun() string { return "commit" }
-
-// Namespaces implements pollers.Kind.
-func (Kind) Namespaces() []string { return []string{"commit", "branch", "file", "person", "jira"} }
+// About implements pollers.Kind.
+func (Kind) About() pollers.About {
+	return pollers.About{Name: "git", SourceType: store.SourceGit, Noun: "commit",
+		Namespaces: []string{"commit", "branch", "file", "person", "jira"}, ConnectionType: "git"}
+}
 
 var fixesRE = regexp.MustCompile(`(?i)\b(?:fix(?:es|ed)?|close[sd]?|resolve[sd]?)\s+([A-Z][A-Z0-9]{1,9}-[0-9]+)`)
 
@@ -84,9 +78,6 @@ type Settings struct {
 	TokenFile string   `yaml:"token_file"`
 }
 
-// ConnectionType implements pollers.Connector.
-func (Kind) ConnectionType() string { return "git" }
-
 // Configure implements pollers.Connector.
 func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	var c Settings
@@ -100,24 +91,18 @@ func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	if c.TokenEnv != "" && c.TokenFile != "" {
 		errs = append(errs, s.Invalid("git", "set at most one of token_env and token_file"))
 	}
-	return Connection{c, s}, errors.Join(errs...)
+	return pollers.Configuration[Settings]{Section: c, Settings: s, Open: open}, errors.Join(errs...)
 }
 
-// Connection is a connection of this kind as Configure read it.
-type Connection struct {
-	Settings
-	s pollers.Settings
-}
-
-// NewSource implements pollers.Configured: the clone lives in
-// <data>/git/<connection id>.
-func (c Connection) NewSource() (pollers.Source, error) {
+// open builds the source of a connection Configure accepted: the clone
+// lives in <data>/git/<connection id>.
+func open(c Settings, s pollers.Settings) (pollers.Source, error) {
 	var token string
 	if c.TokenEnv != "" || c.TokenFile != "" {
 		var err error
-		if token, err = c.s.Secret(c.TokenEnv, c.TokenFile); err != nil {
+		if token, err = s.Secret(c.TokenEnv, c.TokenFile); err != nil {
 			return nil, err
 		}
 	}
-	return New(Config{URL: c.URL, Dir: filepath.Join(c.s.DataDir, "git", c.s.ID), Branches: c.Branches, Username: c.Username, Token: token})
+	return New(Config{URL: c.URL, Dir: filepath.Join(s.DataDir, "git", s.ID), Branches: c.Branches, Username: c.Username, Token: token})
 }

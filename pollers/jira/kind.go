@@ -21,20 +21,11 @@ var (
 	_ pollers.FileReader = Kind{}
 )
 
-// Name implements pollers.Kind.
-func (Kind) Name() string { return "jira" }
-
-// SourceType implements pollers.Kind.
-func (Kind) SourceType() store.SourceType { return store.SourceJira }
-
-// Noun implements pollers.Kind.
-func (Kind) Noun() string { return "Jira issue" }
-
-// Namespaces implements pollers.Kind.
-func (Kind) Namespaces() []string { return []string{"jira", "person", "project", "label", "version"} }
-
-// Extensions implements pollers.FileReader.
-func (Kind) Extensions() []string { return []string{".json"} }
+// About implements pollers.Kind.
+func (Kind) About() pollers.About {
+	return pollers.About{Name: "jira", SourceType: store.SourceJira, Noun: "Jira issue",
+		Namespaces: []string{"jira", "person", "project", "label", "version"}, Extensions: []string{".json"}, ConnectionType: "jira"}
+}
 
 // ReadFile implements pollers.FileReader: a REST payload (an issue, a
 // search response, an array of issues); JSON with no issue in it is not
@@ -141,9 +132,6 @@ type Settings struct {
 	JQL        string `yaml:"jql"` // extra filter, e.g. "project in (OPS, WEB)"
 }
 
-// ConnectionType implements pollers.Connector.
-func (Kind) ConnectionType() string { return "jira" }
-
 // Configure implements pollers.Connector.
 func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	var c Settings
@@ -157,21 +145,15 @@ func (Kind) Configure(s pollers.Settings) (pollers.Configured, error) {
 	if d := c.Deployment; d != "" && d != Cloud && d != DataCenter {
 		errs = append(errs, s.Invalid("jira.deployment", "%q is not cloud or datacenter", d))
 	}
-	if (c.TokenEnv == "") == (c.TokenFile == "") {
-		errs = append(errs, s.Invalid("jira", "set exactly one of token_env and token_file"))
+	if err := s.OneSecret("jira", "token_env", "token_file", c.TokenEnv, c.TokenFile); err != nil {
+		errs = append(errs, err)
 	}
-	return Connection{c, s}, errors.Join(errs...)
+	return pollers.Configuration[Settings]{Section: c, Settings: s, Open: open}, errors.Join(errs...)
 }
 
-// Connection is a connection of this kind as Configure read it.
-type Connection struct {
-	Settings
-	s pollers.Settings
-}
-
-// NewSource implements pollers.Configured.
-func (c Connection) NewSource() (pollers.Source, error) {
-	token, err := c.s.Secret(c.TokenEnv, c.TokenFile)
+// open builds the source of a connection Configure accepted.
+func open(c Settings, s pollers.Settings) (pollers.Source, error) {
+	token, err := s.Secret(c.TokenEnv, c.TokenFile)
 	if err != nil {
 		return nil, err
 	}

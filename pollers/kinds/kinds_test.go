@@ -66,7 +66,8 @@ func TestConnectionsAreCheckedByTheirKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(conns) != 2 || conns[0].Configured.(email.Connection).Mailboxes[1] != "Sent" || conns[1].Configured.(filedrop.Connection).Path != "/srv/drop" {
+	if len(conns) != 2 || conns[0].Configured.(pollers.Configuration[email.IMAPSettings]).Section.Mailboxes[1] != "Sent" ||
+		conns[1].Configured.(pollers.Configuration[filedrop.Settings]).Section.Path != "/srv/drop" {
 		t.Fatalf("%+v", conns)
 	}
 	for _, tc := range []struct{ old, new, want string }{

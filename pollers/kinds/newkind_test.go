@@ -27,11 +27,10 @@ type calendar struct{}
 
 const sourceCalendar store.SourceType = "CALENDAR"
 
-func (calendar) Name() string                 { return "calendar" }
-func (calendar) SourceType() store.SourceType { return sourceCalendar }
-func (calendar) Noun() string                 { return "calendar event" }
-func (calendar) Namespaces() []string         { return []string{"event", "person"} }
-func (calendar) Extensions() []string         { return []string{".ics"} }
+func (calendar) About() pollers.About {
+	return pollers.About{Name: "calendar", SourceType: sourceCalendar, Noun: "calendar event",
+		Namespaces: []string{"event", "person"}, Extensions: []string{".ics"}}
+}
 
 // eventMeta is the typed metadata between the parser and the shape.
 type eventMeta struct {
