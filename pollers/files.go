@@ -69,6 +69,38 @@ func (r *Registry) ParseFile(name string, content io.Reader, emit func(store.Doc
 	return emit(UnparsableFile(name, raw, st, reason))
 }
 
+// ReadWhole is how most FileReaders read a file: whole (one over
+// MaxFileBytes is kept cut, with the reason), then parsed into documents,
+// each emitted; a parse error that is notMine (nil: none) declines the
+// file, so the next kind that claims its extension tries it.
+func ReadWhole(f *File, emit func(store.Document) error, parse func(raw []byte) ([]store.Document, error), notMine error) error {
+	raw, err := f.Bytes()
+	if err != nil {
+		return err
+	}
+	if len(raw) > MaxFileBytes {
+		return emit(TooLarge(f.Name, raw))
+	}
+	docs, err := parse(raw)
+	if notMine != nil && errors.Is(err, notMine) {
+		return Decline(err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		if err := emit(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// One is a parse function of ReadWhole for formats of one document a file.
+func One(parse func(raw []byte) store.Document) func([]byte) ([]store.Document, error) {
+	return func(raw []byte) ([]store.Document, error) { return []store.Document{parse(raw)}, nil }
+}
+
 // Parse reads one file's content (see ParseFile) into documents.
 func (r *Registry) Parse(name string, raw []byte) ([]store.Document, error) {
 	var docs []store.Document

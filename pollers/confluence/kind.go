@@ -30,29 +30,11 @@ func (Kind) About() pollers.About {
 // ReadFile implements pollers.FileReader: REST JSON (a page or a search
 // response), or a storage-format export named by the page's title.
 func (Kind) ReadFile(f *pollers.File, emit func(store.Document) error) error {
-	raw, err := f.Bytes()
-	if err != nil {
-		return err
-	}
-	if len(raw) > pollers.MaxFileBytes {
-		return emit(pollers.TooLarge(f.Name, raw))
-	}
 	if f.Ext() != ".json" {
-		return emit(StorageDocument(strings.TrimSuffix(filepath.Base(f.Name), filepath.Ext(f.Name)), raw))
+		title := strings.TrimSuffix(filepath.Base(f.Name), filepath.Ext(f.Name))
+		return pollers.ReadWhole(f, emit, pollers.One(func(raw []byte) store.Document { return StorageDocument(title, raw) }), nil)
 	}
-	docs, err := Parse(raw)
-	if errors.Is(err, ErrNotConfluence) {
-		return pollers.Decline(err)
-	}
-	if err != nil {
-		return err
-	}
-	for _, d := range docs {
-		if err := emit(d); err != nil {
-			return err
-		}
-	}
-	return nil
+	return pollers.ReadWhole(f, emit, Parse, ErrNotConfluence)
 }
 
 // Shape implements pollers.Kind.

@@ -38,14 +38,7 @@ func (Kind) About() pollers.About {
 func (Kind) ReadFile(f *pollers.File, emit func(store.Document) error) error {
 	switch f.Ext() {
 	case ".eml":
-		raw, err := f.Bytes()
-		if err != nil {
-			return err
-		}
-		if len(raw) > pollers.MaxFileBytes {
-			return emit(pollers.TooLarge(f.Name, raw))
-		}
-		return emit(messageDocument(raw))
+		return pollers.ReadWhole(f, emit, pollers.One(messageDocument), nil)
 	case ".txt":
 		if !looksLikeMbox(f.Peek(4096)) {
 			return pollers.Decline(errors.New("it does not start like a mailbox"))

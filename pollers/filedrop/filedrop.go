@@ -47,14 +47,7 @@ func (Kind) About() pollers.About {
 
 // ReadFile implements pollers.FileReader.
 func (Kind) ReadFile(f *pollers.File, emit func(store.Document) error) error {
-	raw, err := f.Bytes()
-	if err != nil {
-		return err
-	}
-	if len(raw) > pollers.MaxFileBytes {
-		return emit(pollers.TooLarge(f.Name, raw))
-	}
-	return emit(text(f.Name, raw))
+	return pollers.ReadWhole(f, emit, pollers.One(func(raw []byte) store.Document { return text(f.Name, raw) }), nil)
 }
 
 // Meta is a note's metadata: where it was read from.

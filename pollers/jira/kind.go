@@ -31,26 +31,7 @@ func (Kind) About() pollers.About {
 // search response, an array of issues); JSON with no issue in it is not
 // Jira's.
 func (Kind) ReadFile(f *pollers.File, emit func(store.Document) error) error {
-	raw, err := f.Bytes()
-	if err != nil {
-		return err
-	}
-	if len(raw) > pollers.MaxFileBytes {
-		return emit(pollers.TooLarge(f.Name, raw))
-	}
-	docs, err := Parse(raw)
-	if errors.Is(err, ErrNotJira) {
-		return pollers.Decline(err)
-	}
-	if err != nil {
-		return err
-	}
-	for _, d := range docs {
-		if err := emit(d); err != nil {
-			return err
-		}
-	}
-	return nil
+	return pollers.ReadWhole(f, emit, Parse, ErrNotJira)
 }
 
 // Shape implements pollers.Kind.
