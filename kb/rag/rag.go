@@ -33,8 +33,12 @@ var (
 
 // Chunk is a passage of a source with its vector and graph links.
 type Chunk struct {
-	ID         string    `json:"id"`
-	Text       string    `json:"text"`
+	ID   string `json:"id"`
+	Text string `json:"text"`
+	// Title is the title of the chunk's item (an issue's summary, a mail's
+	// subject), carried by each of its chunks: a search field of its own,
+	// weighted above the text.
+	Title      string    `json:"title,omitempty"`
 	GraphRefs  []string  `json:"graphRefs"`
 	SourceURN  string    `json:"sourceUrn"`
 	SourceType string    `json:"sourceType,omitempty"`

@@ -40,6 +40,7 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 		{"RoundTripAndReplace", testRoundTrip},
 		{"Deletes", testDeletes},
 		{"BM25", testBM25},
+		{"TitleField", testTitle},
 		{"NearVector", testNearVector},
 		{"Hybrid", testHybrid},
 		{"Filters", testFilters},
@@ -211,6 +212,39 @@ func testBM25(t *testing.T, s rag.Store, caps Caps) {
 	check(t, err)
 	if len(hits) != 1 {
 		t.Fatalf("limit 1: %d", len(hits))
+	}
+}
+
+// A chunk's title (its item's) is stored, searched and weighs more than
+// its text: of two chunks holding a word once, the one whose title holds it
+// ranks first; a title alone makes a chunk match.
+func testTitle(t *testing.T, s rag.Store) {
+	ctx := t.Context()
+	x := s.For("acme")
+	mk := func(id, title, text string) rag.Chunk {
+		return rag.Chunk{ID: id, Title: title, Text: text, SourceURN: "jira:" + id, SourceType: "JIRA", Kind: "body", NodeKey: "jira:" + id,
+			Timestamp: t0, Vector: []float32{1, 0, 0, 0}}
+	}
+	check(t, x.Upsert(ctx,
+		mk("in-text", "Release checklist", "The keystore password rotation is due next week."),
+		mk("in-title", "Keystore password rotation", "Due next week, see the checklist for the release."),
+		mk("title-only", "Gradle daemon crash", "See the attached log."),
+	))
+	hits, err := x.BM25(ctx, rag.Query{Text: "keystore"})
+	check(t, err)
+	if got := ids(hits); !slices.Equal(got, []string{"in-title", "in-text"}) {
+		t.Fatalf("BM25(keystore) = %v, want the title match first", got)
+	}
+	if hits[0].Chunk.Title != "Keystore password rotation" || hits[0].Chunk.Text != "Due next week, see the checklist for the release." {
+		t.Fatalf("hit %+v", hits[0].Chunk)
+	}
+	if hits, _ := x.BM25(ctx, rag.Query{Text: "gradle"}); !slices.Equal(ids(hits), []string{"title-only"}) {
+		t.Fatalf("BM25(gradle) = %v", ids(hits))
+	}
+	got, err := x.Get(ctx, "title-only")
+	check(t, err)
+	if len(got) != 1 || got[0].Title != "Gradle daemon crash" {
+		t.Fatalf("get: %+v", got)
 	}
 }
 

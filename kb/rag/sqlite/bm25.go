@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"runtime"
@@ -27,21 +28,43 @@ const (
 	bm25B  = 0.75
 )
 
-// columnSize decodes an FTS5 docsize blob (one SQLite varint per column;
-// the chunk table has one) into a token count.
-func columnSize(b []byte) int32 {
-	var v uint64
-	for i, c := range b {
-		if i == 8 {
-			v = v<<8 | uint64(c)
-			break
+// columnWeights weigh a term's occurrences by column, as FTS5's bm25()
+// does given weights: the title of a chunk's item (carried by each of its
+// chunks) counts twice its text. The length a row is normalised by is its
+// whole size, all columns (fts5_aux.c).
+var columnWeights = [2]float32{2, 1}
+
+// rankFunction is the FTS5 rank of the client tables: bm25() with the
+// column weights.
+var rankFunction = fmt.Sprintf("bm25(%g, %g)", columnWeights[0], columnWeights[1])
+
+// rankFunctionOf is bm25() of table t with the column weights.
+func rankFunctionOf(t string) string {
+	return fmt.Sprintf("bm25(%s, %g, %g)", t, columnWeights[0], columnWeights[1])
+}
+
+// rowSize decodes an FTS5 docsize blob (one SQLite varint per column) into
+// the row's token count, all columns together.
+func rowSize(b []byte) int32 {
+	var total uint64
+	for len(b) > 0 {
+		var v uint64
+		n := 0
+		for i, c := range b {
+			n = i + 1
+			if i == 8 {
+				v = v<<8 | uint64(c)
+				break
+			}
+			v = v<<7 | uint64(c&0x7f)
+			if c&0x80 == 0 {
+				break
+			}
 		}
-		v = v<<7 | uint64(c&0x7f)
-		if c&0x80 == 0 {
-			break
-		}
+		total += v
+		b = b[n:]
 	}
-	return int32(min(v, math.MaxInt32))
+	return int32(min(total, math.MaxInt32))
 }
 
 // tokenizer turns query words into FTS5 tokens with FTS5 itself, so that a

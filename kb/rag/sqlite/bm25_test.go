@@ -6,14 +6,17 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/kb/rag"
 )
 
 // The BM25 scored in Go from the FTS5 postings gives FTS5's own bm25()
-// scores and order: on the search test corpus, after updates and deletes
+// scores and order, the title column weighted twice the text: on the
+// search test corpus, after updates and deletes
 // (FTS5 rows deleted and written again under the same row id), with words
 // that share a stem, accents, limits that cut the list, and a filter.
 func TestBM25MatchesFTS5(t *testing.T) {
@@ -37,8 +40,13 @@ func TestBM25MatchesFTS5(t *testing.T) {
 		corpus = append(corpus, struct{ Node, Type, Content string }{"note:x", "NOTE", extra})
 	}
 	chunk := func(i int, text string) rag.Chunk {
-		return rag.Chunk{ID: fmt.Sprintf("c%03d", i), Text: text, SourceURN: fmt.Sprintf("urn:%d", i), SourceType: corpus[i].Type,
+		c := rag.Chunk{ID: fmt.Sprintf("c%03d", i), Text: text, SourceURN: fmt.Sprintf("urn:%d", i), SourceType: corpus[i].Type,
 			GraphRefs: []string{corpus[i].Node}, Timestamp: time.Unix(int64(i), 0), Vector: []float32{1, float32(i)}}
+		if i%3 != 0 { // most chunks carry their item's title, weighted twice
+			words := strings.Fields(text)
+			c.Title = strings.Join(words[:min(5, len(words))], " ")
+		}
+		return c
 	}
 	var chunks []rag.Chunk
 	for i, d := range corpus {
@@ -152,14 +160,15 @@ func openTemp(t *testing.T) *Store {
 	return s
 }
 
-func TestColumnSize(t *testing.T) {
+func TestRowSize(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		in   []byte
 		want int32
-	}{{nil, 0}, {[]byte{5}, 5}, {[]byte{0x81, 0x00}, 128}, {[]byte{0x82, 0x81, 0x03}, 2<<14 | 1<<7 | 3}} {
-		if got := columnSize(tc.in); got != tc.want {
-			t.Errorf("columnSize(% x) = %d, want %d", tc.in, got, tc.want)
+	}{{nil, 0}, {[]byte{5}, 5}, {[]byte{0x81, 0x00}, 128}, {[]byte{0x82, 0x81, 0x03}, 2<<14 | 1<<7 | 3},
+		{[]byte{3, 0x81, 0x00}, 3 + 128}, {[]byte{0, 7}, 7}} { // title, text
+		if got := rowSize(tc.in); got != tc.want {
+			t.Errorf("rowSize(% x) = %d, want %d", tc.in, got, tc.want)
 		}
 	}
 }
@@ -221,5 +230,42 @@ func TestPreload(t *testing.T) {
 	}
 	if v := s.vectorsOf("acme"); v.gen < 1 || len(v.ids) != 1 {
 		t.Fatalf("acme's index not loaded: gen %d, %d chunks", v.gen, len(v.ids))
+	}
+}
+
+// A chunk database of an earlier version (one-column FTS tables, no
+// titles) is searched as it was: each client's index is rebuilt into the
+// new tables on first use, and the old ones are dropped.
+func TestOldIndexIsRebuilt(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openTemp(t)
+	err := s.db.Write(ctx, "old index", func(tx sqlitedb.Tx) error {
+		for _, stmt := range []string{
+			`CREATE VIRTUAL TABLE "fts_acme" USING fts5(text, content='', contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2')`,
+			`CREATE VIRTUAL TABLE "ftsv_acme" USING fts5vocab("fts_acme", 'row')`,
+			`CREATE VIRTUAL TABLE "ftsi_acme" USING fts5vocab("fts_acme", 'instance')`,
+			`INSERT INTO chunks (seq, client, id, text, graph_refs, source_urn, source_type, kind, node_key, ts, vector)
+				VALUES (7, 'acme', 'c1', 'The backup gateway certificate expired', '[]', 'urn:1', 'NOTE', 'body', 'note:1', 0, x'0000803f')`,
+			`INSERT INTO "fts_acme" (rowid, text) VALUES (7, 'The backup gateway certificate expired')`,
+			`INSERT INTO generations (client, gen, chunks) VALUES ('acme', 1, 1)`,
+		} {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits, err := s.For("acme").BM25(ctx, rag.Query{Text: "certificates"})
+	if err != nil || len(hits) != 1 || hits[0].Chunk.ID != "c1" || hits[0].Chunk.Text == "" {
+		t.Fatalf("%v %+v", err, hits)
+	}
+	var old int
+	s.db.QueryRow(ctx, `SELECT count(*) FROM sqlite_master WHERE name IN ('fts_acme', 'ftsv_acme', 'ftsi_acme')`).Scan(&old)
+	if old != 0 {
+		t.Fatalf("%d old tables left", old)
 	}
 }

@@ -23,14 +23,14 @@ type postings struct {
 
 type posting struct {
 	doc uint32
-	tf  uint32
+	tf  float32 // occurrences, weighted by column (columnWeights)
 }
 
 const noDoc = ^uint32(0)
 
 // index gives row i a new document number and the postings of terms (nil:
 // none yet), killing the ones it had.
-func (p *postings) index(i int, terms map[string]int) {
+func (p *postings) index(i int, terms map[string]float32) {
 	p.unindex(i)
 	if p.terms == nil {
 		p.terms = map[string][]posting{}
@@ -39,7 +39,7 @@ func (p *postings) index(i int, terms map[string]int) {
 	p.docRow = append(p.docRow, int32(i))
 	p.docs[i] = doc
 	for t, n := range terms {
-		p.terms[t] = append(p.terms[t], posting{doc, uint32(n)})
+		p.terms[t] = append(p.terms[t], posting{doc, n})
 	}
 	p.nterms[i] = int32(len(terms))
 	p.entries += len(terms)
@@ -79,20 +79,26 @@ func (p *postings) compact() {
 // loadPostings reads the client's whole FTS5 index (one row per token
 // instance, ordered by token and chunk) into v, whose rows are loaded.
 func (x *index) loadPostings(ctx context.Context, tx *sql.Tx, v *vectors) error {
-	rows, err := tx.QueryContext(ctx, `SELECT term, doc FROM `+x.instances())
+	rows, err := tx.QueryContext(ctx, `SELECT term, doc, col FROM `+x.instances())
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	var term, last string
+	var term, col, last string
 	var seq, lastSeq int64 = 0, -1
-	tf := 0
+	var tf float32
+	weight := func(col string) float32 {
+		if col == "title" {
+			return columnWeights[0]
+		}
+		return columnWeights[1]
+	}
 	flush := func() {
 		if lastSeq < 0 {
 			return
 		}
 		if i, ok := v.bySeq[lastSeq]; ok {
-			v.terms[last] = append(v.terms[last], posting{v.docs[i], uint32(tf)})
+			v.terms[last] = append(v.terms[last], posting{v.docs[i], tf})
 			v.nterms[i]++
 			v.entries++
 		}
@@ -101,15 +107,15 @@ func (x *index) loadPostings(ctx context.Context, tx *sql.Tx, v *vectors) error 
 		v.terms = map[string][]posting{}
 	}
 	for rows.Next() {
-		if err := rows.Scan(&term, &seq); err != nil {
+		if err := rows.Scan(&term, &seq, &col); err != nil {
 			return err
 		}
 		if term == last && seq == lastSeq {
-			tf++
+			tf += weight(col)
 			continue
 		}
 		flush()
-		last, lastSeq, tf = term, seq, 1
+		last, lastSeq, tf = term, seq, weight(col)
 	}
 	flush()
 	return rows.Err()

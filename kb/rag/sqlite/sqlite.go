@@ -54,6 +54,11 @@ CREATE TABLE generations (client TEXT PRIMARY KEY, gen INTEGER NOT NULL) STRICT;
 	`
 ALTER TABLE generations ADD COLUMN chunks INTEGER NOT NULL DEFAULT 0;
 UPDATE generations SET chunks = (SELECT count(*) FROM chunks c WHERE c.client = generations.client);
+`,
+	// 3: the title of a chunk's item, a BM25 field of its own (the FTS
+	// tables of two columns replace the old ones on each client's first use).
+	`
+ALTER TABLE chunks ADD COLUMN title TEXT NOT NULL DEFAULT '';
 `}
 
 // Store holds every client's chunks.
@@ -113,15 +118,17 @@ type index struct {
 	err    error
 }
 
-func (x *index) table() string { return `"fts_` + x.client + `"` }
-func (x *index) vocab() string { return `"ftsv_` + x.client + `"` }
+// The client's FTS5 table has two columns, title and text (fts2_; the
+// one-column fts_ tables of earlier versions are rebuilt into it).
+func (x *index) table() string { return `"fts2_` + x.client + `"` }
+func (x *index) vocab() string { return `"fts2v_` + x.client + `"` }
 
 // instances is the FTS5 vocabulary table with one row per token instance
 // (term, doc, col, offset).
-func (x *index) instances() string { return `"ftsi_` + x.client + `"` }
+func (x *index) instances() string { return `"fts2i_` + x.client + `"` }
 
 // docsize is FTS5's shadow table of token counts per row.
-func (x *index) docsize() string { return `"fts_` + x.client + `_docsize"` }
+func (x *index) docsize() string { return `"fts2_` + x.client + `_docsize"` }
 
 // ensureFTS creates the client's FTS table on first use.
 func (x *index) ensureFTS(ctx context.Context) error {
@@ -129,14 +136,35 @@ func (x *index) ensureFTS(ctx context.Context) error {
 		return nil
 	}
 	err := x.s.db.Write(ctx, "create fts", func(tx sqlitedb.Tx) error {
-		if _, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE IF NOT EXISTS `+x.table()+
-			` USING fts5(text, content='', contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2')`); err != nil {
+		var exists int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name = ?`, "fts2_"+x.client).Scan(&exists); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE IF NOT EXISTS `+x.vocab()+` USING fts5vocab(`+x.table()+`, 'row')`); err != nil {
+		if exists > 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE `+x.table()+
+			` USING fts5(title, text, content='', contentless_delete=1, tokenize='`+tokenizerSpec+`')`); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE IF NOT EXISTS `+x.instances()+` USING fts5vocab(`+x.table()+`, 'instance')`)
+		// ORDER BY rank weighs the columns as bm25() scoring in Go does.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+`(`+x.table()+`, rank) VALUES ('rank', ?)`, rankFunction); err != nil {
+			return err
+		}
+		// A client indexed by an earlier version: its chunks go into the new
+		// table, and the old one goes.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, title, text) SELECT seq, title, text FROM chunks WHERE client = ?`, x.client); err != nil {
+			return err
+		}
+		for _, old := range []string{"ftsi_", "ftsv_", "fts_"} {
+			if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS "`+old+x.client+`"`); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE `+x.vocab()+` USING fts5vocab(`+x.table()+`, 'row')`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE `+x.instances()+` USING fts5vocab(`+x.table()+`, 'instance')`)
 		return err
 	})
 	if err == nil {
@@ -180,18 +208,18 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 		for i, c := range chunks {
 			refs, _ := json.Marshal(nonNil(c.GraphRefs))
 			var old int64
-			var oldText string
-			err := tx.QueryRowContext(ctx, `SELECT seq, text FROM chunks WHERE client = ? AND id = ?`, x.client, c.ID).Scan(&old, &oldText)
+			var oldText, oldTitle string
+			err := tx.QueryRowContext(ctx, `SELECT seq, text, title FROM chunks WHERE client = ? AND id = ?`, x.client, c.ID).Scan(&old, &oldText, &oldTitle)
 			switch {
 			case err == sql.ErrNoRows:
-				res, err := tx.ExecContext(ctx, `INSERT INTO chunks (client, id, text, graph_refs, source_urn, source_type, kind, node_key, ts, vector)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, x.client, c.ID, c.Text, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey,
+				res, err := tx.ExecContext(ctx, `INSERT INTO chunks (client, id, text, title, graph_refs, source_urn, source_type, kind, node_key, ts, vector)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, x.client, c.ID, c.Text, c.Title, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey,
 					sqlitedb.Micros(c.Timestamp), encode(normalized[i]))
 				if err != nil {
 					return err
 				}
 				seq, _ := res.LastInsertId()
-				if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, text) VALUES (?, ?)`, seq, c.Text); err != nil {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, title, text) VALUES (?, ?, ?)`, seq, c.Title, c.Text); err != nil {
 					return err
 				}
 				seqs[i], changed[i] = seq, true
@@ -200,15 +228,15 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 				return err
 			default:
 				seqs[i] = old
-				if _, err := tx.ExecContext(ctx, `UPDATE chunks SET text = ?, graph_refs = ?, source_urn = ?, source_type = ?, kind = ?, node_key = ?, ts = ?, vector = ?
-					WHERE seq = ?`, c.Text, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE chunks SET text = ?, title = ?, graph_refs = ?, source_urn = ?, source_type = ?, kind = ?, node_key = ?, ts = ?, vector = ?
+					WHERE seq = ?`, c.Text, c.Title, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
 					return err
 				}
-				if changed[i] = oldText != c.Text; changed[i] {
+				if changed[i] = oldText != c.Text || oldTitle != c.Title; changed[i] {
 					if _, err := tx.ExecContext(ctx, `DELETE FROM `+x.table()+` WHERE rowid = ?`, old); err != nil {
 						return err
 					}
-					if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, text) VALUES (?, ?)`, old, c.Text); err != nil {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, title, text) VALUES (?, ?, ?)`, old, c.Title, c.Text); err != nil {
 						return err
 					}
 				}
@@ -219,7 +247,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 			if err := tx.QueryRowContext(ctx, `SELECT sz FROM `+x.docsize()+` WHERE id = ?`, seq).Scan(&size); err != nil {
 				return err
 			}
-			lens[i] = columnSize(size)
+			lens[i] = rowSize(size)
 		}
 		var err error
 		gen, err = x.bump(ctx, tx, added)
@@ -228,11 +256,12 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if err != nil {
 		return err
 	}
-	// The postings of new texts, tokenized by FTS5 before the lock is taken.
+	// The postings of new texts and titles, tokenized by FTS5 before the
+	// lock is taken.
 	var texts []string
 	for i, c := range chunks {
 		if changed[i] {
-			texts = append(texts, c.Text)
+			texts = append(texts, c.Title, c.Text)
 		}
 	}
 	tokens, tokErr := x.s.tok.tokenize(ctx, texts)
@@ -241,13 +270,16 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	defer v.mu.Unlock()
 	if v.gen == gen-1 && tokErr == nil {
 		for i, c := range chunks {
-			var terms map[string]int
+			var terms map[string]float32
 			if changed[i] {
-				terms = map[string]int{}
+				terms = map[string]float32{}
 				for _, t := range tokens[0] {
-					terms[t]++
+					terms[t] += columnWeights[0]
 				}
-				tokens = tokens[1:]
+				for _, t := range tokens[1] {
+					terms[t] += columnWeights[1]
+				}
+				tokens = tokens[2:]
 			}
 			v.put(c, normalized[i], seqs[i], lens[i], terms)
 		}
@@ -265,13 +297,13 @@ func nonNil(s []string) []string {
 	return s
 }
 
-const chunkColumns = `id, text, graph_refs, source_urn, source_type, kind, node_key, ts`
+const chunkColumns = `id, text, title, graph_refs, source_urn, source_type, kind, node_key, ts`
 
 func scanChunk(rows *sql.Rows, withVector bool) (rag.Chunk, error) {
 	var c rag.Chunk
 	var refs string
 	var ts int64
-	dest := []any{&c.ID, &c.Text, &refs, &c.SourceURN, &c.SourceType, &c.Kind, &c.NodeKey, &ts}
+	dest := []any{&c.ID, &c.Text, &c.Title, &refs, &c.SourceURN, &c.SourceType, &c.Kind, &c.NodeKey, &ts}
 	var vec []byte
 	if withVector {
 		dest = append(dest, &vec)
@@ -569,13 +601,13 @@ func (x *index) bm25SQL(ctx context.Context, q rag.Query, words []string) ([]rag
 	if cond == "" {
 		// The FTS table is the client's own: rank it alone, then fetch only
 		// the top rows (joining every match first costs a lookup per match).
-		rows, err = x.s.db.Query(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -top.rank
+		rows, err = x.s.db.Query(ctx, `SELECT c.id, c.text, c.title, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -top.rank
 			FROM (SELECT rowid, rank FROM `+t+` WHERE `+t+` MATCH ? ORDER BY rank LIMIT ?) top
 			CROSS JOIN chunks c ON c.seq = top.rowid ORDER BY top.rank`, match, q.Limit)
 	} else {
-		rows, err = x.s.db.Query(ctx, `SELECT c.id, c.text, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -bm25(`+t+`)
+		rows, err = x.s.db.Query(ctx, `SELECT c.id, c.text, c.title, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -`+rankFunctionOf(t)+`
 			FROM `+t+` JOIN chunks c ON c.seq = `+t+`.rowid
-			WHERE `+t+` MATCH ? AND c.client = ?`+cond+` ORDER BY bm25(`+t+`) LIMIT ?`, append(append([]any{match, x.client}, args...), q.Limit)...)
+			WHERE `+t+` MATCH ? AND c.client = ?`+cond+` ORDER BY `+rankFunctionOf(t)+` LIMIT ?`, append(append([]any{match, x.client}, args...), q.Limit)...)
 	}
 	if err != nil {
 		return nil, x.s.db.Explain("bm25", err)
@@ -586,7 +618,7 @@ func (x *index) bm25SQL(ctx context.Context, q rag.Query, words []string) ([]rag
 		var h rag.Hit
 		var refs string
 		var ts int64
-		if err := rows.Scan(&h.Chunk.ID, &h.Chunk.Text, &refs, &h.Chunk.SourceURN, &h.Chunk.SourceType, &h.Chunk.Kind, &h.Chunk.NodeKey, &ts, &h.BM25Score); err != nil {
+		if err := rows.Scan(&h.Chunk.ID, &h.Chunk.Text, &h.Chunk.Title, &refs, &h.Chunk.SourceURN, &h.Chunk.SourceType, &h.Chunk.Kind, &h.Chunk.NodeKey, &ts, &h.BM25Score); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(refs), &h.Chunk.GraphRefs); err != nil {
@@ -684,7 +716,7 @@ func matchOf(terms []string) string {
 // chunks, cost 22 ms of a 32 ms query). The floor keeps small corpora, where
 // every word is "common" and every posting list short, whole.
 const (
-	commonShare = 0.02
+	commonShare = 0.3
 	commonFloor = 1000
 )
 

@@ -63,7 +63,7 @@ func quantize(vec []float32, row []int8) float32 {
 // put adds or replaces a chunk. terms are its text's FTS5 tokens with their
 // counts; nil keeps the postings it has (its text did not change) or, for a
 // new chunk, leaves them to whoever loads them (load).
-func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms map[string]int) {
+func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms map[string]float32) {
 	if v.pos == nil {
 		v.pos, v.bySeq = map[string]int{}, map[int64]int{}
 	}
@@ -72,7 +72,7 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 		v.stride = (v.dim + 15) / 16 * 16
 	}
 	m := c
-	m.Text, m.Vector = "", nil
+	m.Text, m.Title, m.Vector = "", "", nil
 	if i, ok := v.pos[c.ID]; ok {
 		copy(v.flat[i*v.dim:], vec)
 		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride])
@@ -182,7 +182,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 			return err
 		}
 		c.Timestamp = sqlitedb.Time(ts)
-		v.put(c, decode(blob), seq, columnSize(size), nil)
+		v.put(c, decode(blob), seq, rowSize(size), nil)
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -466,17 +466,17 @@ func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs map[string]in
 		return hits, nil
 	}
 	list, _ := json.Marshal(want)
-	rows, err := x.s.db.Query(ctx, `SELECT seq, client, id, text FROM chunks WHERE seq IN (SELECT value FROM json_each(?))`, string(list))
+	rows, err := x.s.db.Query(ctx, `SELECT seq, client, id, text, title FROM chunks WHERE seq IN (SELECT value FROM json_each(?))`, string(list))
 	if err != nil {
 		return nil, x.s.db.Explain("chunk text", err)
 	}
 	defer rows.Close()
-	type row struct{ client, id, text string }
+	type row struct{ client, id, text, title string }
 	found := make(map[int64]row, len(want))
 	for rows.Next() {
 		var seq int64
 		var r row
-		if err := rows.Scan(&seq, &r.client, &r.id, &r.text); err != nil {
+		if err := rows.Scan(&seq, &r.client, &r.id, &r.text, &r.title); err != nil {
 			return nil, err
 		}
 		found[seq] = r
@@ -493,7 +493,7 @@ func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs map[string]in
 		// A row id is reused once its chunk is deleted: it must still be
 		// this client's chunk.
 		if r, ok := found[seqs[h.Chunk.ID]]; ok && r.client == x.client && r.id == h.Chunk.ID {
-			h.Chunk.Text = r.text
+			h.Chunk.Text, h.Chunk.Title = r.text, r.title
 			out = append(out, h)
 		}
 	}

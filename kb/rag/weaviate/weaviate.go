@@ -121,8 +121,12 @@ type index struct {
 
 var textProps = []struct{ name, tokenization string }{
 	{"chunkId", "field"}, {"text", "word"}, {"sourceUrn", "field"}, {"sourceType", "field"}, {"kind", "field"},
-	{"nodeKey", "field"}, {"clientId", "field"},
+	{"nodeKey", "field"}, {"clientId", "field"}, {"title", "word"},
 }
+
+// searchProps are the properties BM25 reads: the item's title weighs
+// twice the text, as in the embedded backend.
+const searchProps = `["title^2", "text"]`
 
 // ensure creates the class and the client's tenant when missing.
 func (x *index) ensure(ctx context.Context) error {
@@ -134,7 +138,11 @@ func (x *index) ensure(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("weaviate: class: %w", err)
 		}
-		if !exists {
+		if exists {
+			if err := x.addMissing(ctx); err != nil {
+				return err
+			}
+		} else {
 			t, f := true, false
 			class := &models.Class{Class: x.s.className, Vectorizer: "none", MultiTenancyConfig: &models.MultiTenancyConfig{Enabled: true},
 				InvertedIndexConfig: &models.InvertedIndexConfig{Bm25: &models.BM25Config{K1: 1.2, B: 0.75}, IndexTimestamps: false}}
@@ -165,6 +173,26 @@ func (x *index) ensure(ctx context.Context) error {
 			}
 		}
 		s.tenants[x.client] = true
+	}
+	return nil
+}
+
+// addMissing adds the text properties a class created by an earlier
+// version lacks (title); its objects have them empty until written again.
+func (x *index) addMissing(ctx context.Context) error {
+	class, err := x.s.c.Schema().ClassGetter().WithClassName(x.s.className).Do(ctx)
+	if err != nil {
+		return fmt.Errorf("weaviate: class: %w", err)
+	}
+	t := true
+	for _, p := range textProps {
+		if slices.ContainsFunc(class.Properties, func(have *models.Property) bool { return have.Name == p.name }) {
+			continue
+		}
+		prop := &models.Property{Name: p.name, DataType: []string{"text"}, Tokenization: p.tokenization, IndexFilterable: &t, IndexSearchable: &t}
+		if err := x.s.c.Schema().PropertyCreator().WithClassName(x.s.className).WithProperty(prop).Do(ctx); err != nil {
+			return fmt.Errorf("weaviate: add property %s: %w", p.name, err)
+		}
 	}
 	return nil
 }
@@ -235,7 +263,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 			}
 		}
 		objs[i] = &models.Object{Class: x.s.className, Tenant: x.client, ID: objectID(x.client, c.ID), Vector: rag.Normalize(c.Vector),
-			Properties: map[string]any{"chunkId": c.ID, "text": c.Text, "sourceUrn": c.SourceURN, "sourceType": c.SourceType, "kind": c.Kind,
+			Properties: map[string]any{"chunkId": c.ID, "text": c.Text, "title": c.Title, "sourceUrn": c.SourceURN, "sourceType": c.SourceType, "kind": c.Kind,
 				"nodeKey": c.NodeKey, "clientId": x.client, "graphRefs": nonNil(c.GraphRefs), "nodeTypes": nonNil(types),
 				"ts": c.Timestamp.UTC().Format(time.RFC3339Nano)}}
 	}
@@ -288,7 +316,7 @@ type row struct {
 	score, distance float64
 }
 
-const fields = `chunkId text sourceUrn sourceType kind nodeKey graphRefs ts`
+const fields = `chunkId text title sourceUrn sourceType kind nodeKey graphRefs ts`
 
 // get runs a Get on the client's tenant with args (GraphQL, already
 // escaped) and returns its rows.
@@ -317,6 +345,7 @@ func (x *index) get(ctx context.Context, args string, withVector bool) ([]row, e
 		c := &r.chunk
 		c.ID, _ = m["chunkId"].(string)
 		c.Text, _ = m["text"].(string)
+		c.Title, _ = m["title"].(string)
 		c.SourceURN, _ = m["sourceUrn"].(string)
 		c.SourceType, _ = m["sourceType"].(string)
 		c.Kind, _ = m["kind"].(string)
@@ -535,7 +564,7 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if strings.TrimSpace(q.Text) == "" {
 		return nil, nil
 	}
-	rows, err := x.get(ctx, fmt.Sprintf(`bm25: {query: %s, properties: ["text"]}, limit: %d%s`, quote(q.Text), q.Limit, whereArg(where(q.Filter))), false)
+	rows, err := x.get(ctx, fmt.Sprintf(`bm25: {query: %s, properties: %s}, limit: %d%s`, quote(q.Text), searchProps, q.Limit, whereArg(where(q.Filter))), false)
 	if err != nil {
 		return nil, err
 	}
@@ -589,7 +618,7 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if q.Fusion == rag.Ranked {
 		fusion = "rankedFusion"
 	}
-	arg := fmt.Sprintf(`hybrid: {query: %s, alpha: %v, fusionType: %s, properties: ["text"]`, quote(q.Text), q.Alpha, fusion)
+	arg := fmt.Sprintf(`hybrid: {query: %s, alpha: %v, fusionType: %s, properties: %s`, quote(q.Text), q.Alpha, fusion, searchProps)
 	if len(q.Vector) > 0 {
 		arg += ", vector: " + vectorJSON(q.Vector)
 	}
