@@ -8,11 +8,15 @@ import (
 
 // Chunking limits (ARCHITECTURE §5, qualifier step 3).
 const (
-	MaxChunkTokens  = 512    // paragraphs are split above this
+	// ChunkTokens is the size consecutive paragraphs are packed up to: a
+	// chunk is a passage, not a line (an issue's description and its first
+	// comments, a mail's body), so that BM25 and the vectors see enough of
+	// an item at once. Measured on the dev Jira corpus against 128 and 512.
+	ChunkTokens     = 256
+	MaxChunkTokens  = 512    // a paragraph is split above this
 	WindowThreshold = 40_000 // characters; longer documents are windowed
 	WindowSize      = 4_000  // characters per window
 	WindowOverlap   = 200    // characters shared by neighbouring windows
-	minChunkTokens  = 8      // shorter paragraphs join the next one
 )
 
 // Span is a chunk of a document: its text and byte offsets in the document.
@@ -21,48 +25,42 @@ type Span struct {
 	Start, End int
 }
 
-// Chunk splits text into spans: paragraphs (blank-line separated) of at most
-// MaxChunkTokens tokens, a paragraph of fewer than minChunkTokens joining
-// the next; documents of WindowThreshold characters or more are cut into
-// WindowSize-character windows overlapping by WindowOverlap, each ending at
-// whitespace where one is near. Spans hold no blank text.
+// Chunk splits text into spans: consecutive paragraphs (blank-line
+// separated) packed up to ChunkTokens tokens, a paragraph over
+// MaxChunkTokens split at whitespace; documents of WindowThreshold
+// characters or more are cut into WindowSize-character windows overlapping
+// by WindowOverlap, each ending at whitespace where one is near. A span's
+// offsets give its text exactly (the blank lines between packed paragraphs
+// included); spans hold no blank text.
 func Chunk(text string) []Span {
 	if utf8.RuneCountInString(text) >= WindowThreshold {
 		return windows(text)
 	}
 	var out []Span
-	var pending *Span
-	flush := func(s Span) {
-		if strings.TrimSpace(s.Text) != "" {
-			out = append(out, s)
+	var cur *Span
+	curTokens := 0
+	flush := func() {
+		if cur != nil && strings.TrimSpace(cur.Text) != "" {
+			out = append(out, *cur)
 		}
+		cur, curTokens = nil, 0
 	}
 	for _, p := range paragraphs(text) {
-		if pending != nil {
-			p = Span{Text: text[pending.Start:p.End], Start: pending.Start, End: p.End}
-			pending = nil
-		}
 		n := tokens(p.Text)
 		switch {
-		case n < minChunkTokens:
-			pending = &p
-		case n <= MaxChunkTokens:
-			flush(p)
+		case n > MaxChunkTokens:
+			flush()
+			out = append(out, splitTokens(text, p)...)
+		case cur != nil && curTokens+n <= ChunkTokens:
+			cur.End = p.End
+			cur.Text = text[cur.Start:cur.End]
+			curTokens += n
 		default:
-			for _, s := range splitTokens(text, p) {
-				flush(s)
-			}
+			flush()
+			cur, curTokens = &Span{Text: p.Text, Start: p.Start, End: p.End}, n
 		}
 	}
-	if pending != nil {
-		if len(out) > 0 && tokens(out[len(out)-1].Text)+tokens(pending.Text) <= MaxChunkTokens {
-			last := &out[len(out)-1]
-			last.End = pending.End
-			last.Text = text[last.Start:last.End]
-		} else {
-			flush(*pending)
-		}
-	}
+	flush()
 	return out
 }
 

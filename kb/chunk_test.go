@@ -8,15 +8,21 @@ import (
 	"github.com/jervis-dev/jervis/kb"
 )
 
-func TestChunkParagraphs(t *testing.T) {
+// Consecutive paragraphs are packed into chunks of up to kb.ChunkTokens
+// tokens; one that would cross it starts the next chunk; offsets give the
+// text exactly, the blank lines between packed paragraphs included.
+func TestChunkPacksParagraphs(t *testing.T) {
 	t.Parallel()
-	text := "Title\n\nFirst paragraph has quite a few words in it, enough to stand alone.\n\n\n   Second paragraph, also long enough to be a chunk of its own here.  \n\nEnd."
+	long := strings.TrimSpace(strings.Repeat("word ", kb.ChunkTokens*2/3))
+	text := "Title\n\nFirst paragraph has a few words.\n\n\n   Second paragraph, short too.  \n\n" + long + "\n\n" + long + "\n\nEnd."
 	spans := kb.Chunk(text)
 	if len(spans) != 2 {
 		t.Fatalf("%d spans: %+v", len(spans), spans)
 	}
-	// "Title" (too short) joins the first paragraph; "End." joins the last.
-	if !strings.HasPrefix(spans[0].Text, "Title\n\nFirst") || !strings.HasSuffix(spans[1].Text, "End.") {
+	// The three short paragraphs and the first long one make one chunk;
+	// the second long one (it would cross the size) and "End." the next.
+	if !strings.HasPrefix(spans[0].Text, "Title\n\nFirst") || !strings.HasSuffix(spans[0].Text, "short too.  \n\n"+long) ||
+		spans[1].Text != long+"\n\nEnd." {
 		t.Fatalf("spans: %+v", spans)
 	}
 	for _, s := range spans {

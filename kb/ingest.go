@@ -105,10 +105,18 @@ type MetaRelation struct {
 
 // IngestRequest is one source version to index.
 type IngestRequest struct {
-	Client     string
-	MainNode   string         // ref of the document's own node, e.g. jira:TASK-123
-	Props      map[string]any // properties of the main node
-	Content    string
+	Client   string
+	MainNode string         // ref of the document's own node, e.g. jira:TASK-123
+	Props    map[string]any // properties of the main node
+	// Title is the item's title (an issue's summary, a mail's subject):
+	// every chunk carries it, as a search field weighted above the text and
+	// in what its vector is computed from.
+	Title string
+	// Header is the item's metadata as lines ("From: Ann <ann@acme.test>"),
+	// the evidence of Relations: it is chunked apart from Content, never
+	// packed with body text.
+	Header  string
+	Content string
 	Relations  []MetaRelation
 	SourceURN  string // identifies the source; a new version replaces its chunks (default MainNode)
 	SourceType string // EMAIL, JIRA, ...
@@ -189,16 +197,21 @@ func (k *KB) cleanContent(s string) (string, int, error) {
 	if float64(control) > maxControlShare*float64(utf8.RuneCountInString(s)) {
 		return s, 0, fmt.Errorf("%w: %d control characters", ErrBinary, control)
 	}
-	s = strings.Map(func(r rune) rune {
+	s = stripControl(s)
+	if strings.TrimSpace(s) == "" {
+		return s, 0, ErrEmptyContent
+	}
+	return s, control, nil
+}
+
+// stripControl removes stray control characters.
+func stripControl(s string) string {
+	return strings.Map(func(r rune) rune {
 		if isStrayControl(r) {
 			return -1
 		}
 		return r
 	}, s)
-	if strings.TrimSpace(s) == "" {
-		return s, 0, ErrEmptyContent
-	}
-	return s, control, nil
 }
 
 func isStrayControl(r rune) bool {
@@ -217,14 +230,33 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 	if err := store.ValidateClientID(req.Client); err != nil {
 		return res, err
 	}
-	content, removed, err := k.cleanContent(req.Content)
+	full := req.Content
+	if req.Header != "" {
+		full = req.Header + "\n\n" + req.Content
+	}
+	full, removed, err := k.cleanContent(full)
 	if err != nil {
 		return res, err
 	}
 	if removed > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d control characters removed from the content", removed))
 	}
-	req.Content = content
+	// The header's chunks come first, then the body's, with offsets into
+	// the whole text (header, blank line, body) that relations are read
+	// from.
+	var spans []Span
+	if req.Header != "" {
+		header := stripControl(req.Header)
+		spans = Chunk(header)
+		for _, sp := range Chunk(full[min(len(full), len(header)+2):]) {
+			sp.Start, sp.End = sp.Start+len(header)+2, sp.End+len(header)+2
+			spans = append(spans, sp)
+		}
+	} else {
+		spans = Chunk(full)
+	}
+	req.Content = full
+	title := strings.TrimSpace(stripControl(req.Title))
 	main, err := k.resolver.Resolve(ctx, req.Client, req.MainNode)
 	if err != nil {
 		return res, fmt.Errorf("main node: %w", err)
@@ -237,7 +269,6 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 	}
 	observed = observed.UTC().Truncate(time.Microsecond)
 
-	spans := Chunk(req.Content)
 	starts := make([]int, len(spans))
 	for i, s := range spans {
 		starts[i] = s.Start
@@ -345,9 +376,12 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 			}
 		}
 	}
-	texts := make([]string, len(spans))
+	texts := make([]string, len(spans)) // what the vectors are computed from
 	for i, s := range spans {
 		texts[i] = s.Text
+		if title != "" {
+			texts[i] = title + "\n" + s.Text
+		}
 		slices.Sort(chunkRefs[i][1:])
 	}
 	vectors := make([][]float32, 0, len(spans))
@@ -364,7 +398,7 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 	chunks := make([]rag.Chunk, len(spans))
 	for i, s := range spans {
 		chunks[i] = rag.Chunk{
-			ID: ids[i], Text: s.Text, GraphRefs: chunkRefs[i], SourceURN: sourceURN, SourceType: req.SourceType,
+			ID: ids[i], Text: s.Text, Title: title, GraphRefs: chunkRefs[i], SourceURN: sourceURN, SourceType: req.SourceType,
 			Kind: req.Kind, NodeKey: main.String(), Timestamp: observed, Vector: vectors[i],
 		}
 	}

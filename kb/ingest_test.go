@@ -174,10 +174,12 @@ func TestReingestAndNewVersions(t *testing.T) {
 	ctx := t.Context()
 	g, idx := e.graph.For("acme"), e.chunks.For("acme")
 	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	// Paragraphs long enough to be chunks of their own (kb.ChunkTokens).
+	pad := strings.Repeat(" More words to read.", kb.ChunkTokens/8)
 	v1 := kb.IngestRequest{Client: "acme", MainNode: "confluence:runbook", SourceURN: "confluence:42", ObservedAt: at,
-		Content: "The runbook for deploys lives here and is long enough.\n\n" +
-			"Escalation: page person:ann first, then person:bob if nobody answers.\n\n" +
-			"Databases: confluence:runbook -[DESCRIBES]-> service:orders-db for the orders team."}
+		Content: "The runbook for deploys lives here and is long enough." + pad + "\n\n" +
+			"Escalation: page person:ann first, then person:bob if nobody answers." + pad + "\n\n" +
+			"Databases: confluence:runbook -[DESCRIBES]-> service:orders-db for the orders team." + pad}
 	r1, err := e.kb.Ingest(ctx, v1)
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +203,7 @@ func TestReingestAndNewVersions(t *testing.T) {
 	// Version 2 drops bob and the database paragraph, and adds carol.
 	v2 := v1
 	v2.ObservedAt = at.Add(time.Hour)
-	v2.Content = "The runbook for deploys lives here and is long enough.\n\nEscalation: page person:ann first, then person:carol if nobody answers."
+	v2.Content = "The runbook for deploys lives here and is long enough." + pad + "\n\nEscalation: page person:ann first, then person:carol if nobody answers." + pad
 	r3, err := e.kb.Ingest(ctx, v2)
 	if err != nil {
 		t.Fatal(err)

@@ -20,16 +20,17 @@ import (
 )
 
 // Structure builds the ingest request of a document from its shape (its
-// kind's: pollers.Kind.Shape): the content starts with the shape's header
-// lines, so each metadata edge points at the chunk that states it.
+// kind's: pollers.Kind.Shape): the shape's header lines are the header (a
+// chunk of their own, which each metadata edge points at as its evidence),
+// the body is the content, and the title goes with every chunk.
 func Structure(shape pollers.Shape, d store.Document) kb.IngestRequest {
 	props := shape.Props
 	if props == nil {
 		props = map[string]any{"title": d.Normalized.Title}
 	}
-	content := strings.Join(shape.Lines, "\n") + "\n\n" + d.Normalized.Body
 	return kb.IngestRequest{
-		Client: d.Client, MainNode: shape.Main, Props: props, Content: content, Relations: shape.Relations,
+		Client: d.Client, MainNode: shape.Main, Props: props, Title: d.Normalized.Title, Header: strings.Join(shape.Lines, "\n"),
+		Content: d.Normalized.Body, Relations: shape.Relations,
 		SourceURN: string(d.SourceType) + ":" + d.ExternalID, SourceType: string(d.SourceType), Kind: "body", ObservedAt: d.ObservedAt,
 	}
 }

@@ -118,8 +118,8 @@ func TestStructureEmail(t *testing.T) {
 		t.Fatalf("%+v", req)
 	}
 	for _, r := range req.Relations {
-		if r.Evidence == "" || !containsLine(req.Content, r.Evidence) {
-			t.Errorf("relation %+v has no evidence line in the content", r)
+		if r.Evidence == "" || !containsLine(req.Header, r.Evidence) {
+			t.Errorf("relation %+v has no evidence line in the header", r)
 		}
 	}
 }
@@ -189,14 +189,14 @@ func TestStructureReplyChain(t *testing.T) {
 			if r.Type != "sent_by" {
 				got = append(got, r.From+"|"+r.Type+"|"+r.To)
 			}
-			if !containsLine(req.Content, r.Evidence) {
+			if !containsLine(req.Header, r.Evidence) {
 				t.Errorf("%s: relation %+v has no evidence line", tc.name, r)
 			}
 		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: relations %q, want %q", tc.name, got, tc.want)
 		}
-		if n := strings.Count(req.Content, "References:"); n > 1 {
+		if n := strings.Count(req.Header, "References:"); n > 1 {
 			t.Errorf("%s: %d References lines", tc.name, n)
 		}
 	}
