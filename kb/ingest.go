@@ -115,8 +115,8 @@ type IngestRequest struct {
 	// Header is the item's metadata as lines ("From: Ann <ann@acme.test>"),
 	// the evidence of Relations: it is chunked apart from Content, never
 	// packed with body text.
-	Header  string
-	Content string
+	Header     string
+	Content    string
 	Relations  []MetaRelation
 	SourceURN  string // identifies the source; a new version replaces its chunks (default MainNode)
 	SourceType string // EMAIL, JIRA, ...
