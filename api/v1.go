@@ -24,6 +24,9 @@ type SearchRequest struct {
 	Limit   int            `json:"limit,omitempty"`
 	Expand  *int           `json:"expand,omitempty"`
 	Filters *SearchFilters `json:"filters,omitempty"`
+	// Group is what is ranked and limit counts: "item" (default: source
+	// items, each with its best passages) or "passage".
+	Group string `json:"group,omitempty"`
 }
 
 // SearchFilters narrow the passages a search may return.
@@ -40,7 +43,7 @@ func (s *Server) search(r *http.Request, p Principal) (any, error) {
 		}
 	} else {
 		q := r.URL.Query()
-		req.Query, req.Fusion = q.Get("query"), q.Get("fusion")
+		req.Query, req.Fusion, req.Group = q.Get("query"), q.Get("fusion"), q.Get("group")
 		if req.Query == "" {
 			req.Query = q.Get("q")
 		}
@@ -77,10 +80,12 @@ func (s *Server) search(r *http.Request, p Principal) (any, error) {
 		return nil, invalid("fusion", "must be ranked or relativeScore")
 	case req.Limit < 0 || req.Limit > 100:
 		return nil, invalid("limit", "must be 1..100")
+	case req.Group != "" && req.Group != kb.GroupItem && req.Group != kb.GroupPassage:
+		return nil, invalid("group", "must be item or passage")
 	case req.Expand != nil && (*req.Expand < 0 || *req.Expand > kb.MaxExpand):
 		return nil, invalid("expand", "must be 0.."+strconv.Itoa(kb.MaxExpand))
 	}
-	sr := kb.SearchRequest{Client: p.Client, Query: req.Query, Alpha: req.Alpha, Fusion: rag.Fusion(req.Fusion), Limit: req.Limit, Expand: req.Expand}
+	sr := kb.SearchRequest{Client: p.Client, Query: req.Query, Alpha: req.Alpha, Fusion: rag.Fusion(req.Fusion), Limit: req.Limit, Expand: req.Expand, Group: req.Group}
 	if f := req.Filters; f != nil {
 		sr.Filter = rag.Filter{SourceTypes: f.SourceTypes, Kinds: f.Kinds}
 	}

@@ -28,6 +28,15 @@ func TestClientRoutesAnswerWithTheKeysClientData(t *testing.T) {
 	if len(items) == 0 || !strings.Contains(fmt.Sprint(items[0]), "descaling") {
 		t.Fatalf("search: %v", pack)
 	}
+	// Items by default, each with its passages; passages on request.
+	for group, kind := range map[string]string{"": "item", "item": "item", "passage": "passage"} {
+		_, pack := call(t, "GET", f.url+"/api/v1/search?query=espresso+descaling&group="+group, f.acme.key, "")
+		items, _ := pack["items"].([]any)
+		first, _ := items[0].(map[string]any)
+		if first["kind"] != kind || (kind == "item") != (first["passages"] != nil) {
+			t.Fatalf("group %q: %v", group, first)
+		}
+	}
 	_, edge := call(t, "GET", f.url+"/api/v1/edges/"+url.PathEscape(f.acme.edge), f.acme.key, "")
 	if ev, _ := edge["evidence"].([]any); len(ev) == 0 || edge["key"] != f.acme.edge {
 		t.Fatalf("edge without its evidence text: %v", edge)
@@ -109,6 +118,7 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 		{"POST", "/api/v1/search", `{"query":"x"} {"query":"y"}`, "body"},
 		{"GET", "/api/v1/search?query=x&expand=9", "", "expand"},
 		{"GET", "/api/v1/search?query=x&alpha=high", "", "alpha"},
+		{"GET", "/api/v1/search?query=x&group=document", "", "group"},
 		{"GET", "/api/v1/nodes/" + url.PathEscape(f.acme.node) + "/neighbors?depth=many", "", "depth"},
 		{"GET", "/api/v1/paths?to=person:ann", "", "from"},
 		{"GET", "/api/v1/paths?from=person:ann&to=person:bob&maxDepth=50", "", "maxDepth"},

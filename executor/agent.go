@@ -213,7 +213,7 @@ func (a *Agent) execute(ctx context.Context, in Input, c llmtools.Call) (string,
 		}
 		var b strings.Builder
 		for _, it := range pack.Items {
-			if it.Kind == kb.ItemPassage {
+			if it.Kind == kb.ItemSource || it.Kind == kb.ItemPassage {
 				fmt.Fprintf(&b, "- [chunk %s; %s] %s\n", it.ChunkID, strings.Join(it.NodeKeys, ", "), clip(oneLine(it.Content), 500))
 			}
 		}

@@ -81,7 +81,7 @@ func TestSearchQuality(t *testing.T) {
 			}
 			rank := 0
 			for i, it := range pack.Items {
-				if it.Kind == kb.ItemPassage && slices.Contains(it.NodeKeys, q.Expect) {
+				if (it.Kind == kb.ItemSource || it.Kind == kb.ItemPassage) && slices.Contains(it.NodeKeys, q.Expect) {
 					rank = i + 1
 					break
 				}
@@ -118,7 +118,7 @@ func TestSearchEvidencePack(t *testing.T) {
 		Content: "Invalidate the session cache after a password reset.\n\nrelationships: [\"commit:abc123|FIXES|jira:TASK-123\", \"commit:abc123|AUTHORED_BY|user:mia\"]"}); err != nil {
 		t.Fatal(err)
 	}
-	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "login fails after password reset"})
+	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "login fails after password reset", Group: kb.GroupPassage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestSearchFiltersAndValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, it := range pack.Items {
-		if it.Kind == kb.ItemPassage && !strings.HasPrefix(it.NodeKeys[0], "git:") {
+		if (it.Kind == kb.ItemSource || it.Kind == kb.ItemPassage) && !strings.HasPrefix(it.NodeKeys[0], "git:") {
 			t.Fatalf("filter let through %+v", it)
 		}
 	}
@@ -206,5 +206,69 @@ func TestSearchFiltersAndValidation(t *testing.T) {
 		if _, err := e.kb.Search(ctx, req); !errors.Is(err, rag.ErrInvalid) {
 			t.Errorf("%s: err = %v", name, err)
 		}
+	}
+}
+
+// By default search ranks source items, each with its best passages (at
+// most kb.ItemPassages) and the graph refs of those; limit counts items.
+// group=passage ranks passages.
+func TestSearchRanksItems(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	pad := strings.Repeat(" The rest of the paragraph is about other things entirely.", kb.ChunkTokens/10)
+	var long []string
+	for i := range 5 {
+		long = append(long, fmt.Sprintf("Paragraph %d: the pump gasket leaks again.", i)+pad)
+	}
+	for _, r := range []kb.IngestRequest{
+		{Client: "acme", MainNode: "jira:PUMP-1", Title: "Pump gasket leaks", Content: strings.Join(long, "\n\n"), SourceURN: "JIRA:PUMP-1"},
+		{Client: "acme", MainNode: "jira:PUMP-2", Title: "Seal kit order", Content: "Order a new gasket for the spare pump.", SourceURN: "JIRA:PUMP-2"},
+		{Client: "acme", MainNode: "jira:CAFE-3", Title: "Coffee", Content: "The espresso machine needs descaling.", SourceURN: "JIRA:CAFE-3"},
+	} {
+		if _, err := e.kb.Ingest(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "pump gasket", Alpha: ptr(0.0), Expand: ptr(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urns []string
+	var pump1 kb.Item
+	for _, it := range pack.Items {
+		if it.Kind != kb.ItemSource {
+			continue // the graph around them
+		}
+		urns = append(urns, it.SourceURN)
+		if it.SourceURN == "JIRA:PUMP-1" {
+			pump1 = it
+		}
+		if len(it.Passages) == 0 || len(it.Passages) > kb.ItemPassages || it.Passages[0].ChunkID != it.ChunkID || it.Content != it.Passages[0].Text ||
+			!slices.Contains(it.NodeKeys, strings.ToLower(strings.Replace(it.SourceURN, "JIRA:", "jira:", 1))) {
+			t.Fatalf("item %+v", it)
+		}
+	}
+	slices.Sort(urns)
+	if !slices.Equal(urns, []string{"JIRA:PUMP-1", "JIRA:PUMP-2"}) || len(pump1.Passages) != kb.ItemPassages ||
+		pump1.Title != "Pump gasket leaks" || !strings.HasPrefix(pack.Summary, "2 items, ") {
+		t.Fatalf("items %v: %s %+v", urns, pack.Summary, pump1)
+	}
+	one, _ := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "pump gasket", Alpha: ptr(0.0), Expand: ptr(0), Limit: 1})
+	passages, _ := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "pump gasket", Alpha: ptr(0.0), Expand: ptr(0), Group: kb.GroupPassage})
+	count := func(p kb.EvidencePack, kind string) int {
+		n := 0
+		for _, it := range p.Items {
+			if it.Kind == kind {
+				n++
+			}
+		}
+		return n
+	}
+	if count(one, kb.ItemSource) != 1 || count(passages, kb.ItemPassage) != 6 || count(passages, kb.ItemSource) != 0 {
+		t.Fatalf("limit 1: %d items; passages: %d", count(one, kb.ItemSource), count(passages, kb.ItemPassage))
+	}
+	if _, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "pump", Group: "document"}); !errors.Is(err, rag.ErrInvalid) {
+		t.Fatalf("bad group: %v", err)
 	}
 }

@@ -120,7 +120,7 @@ func (a *app) searchCommand() *cobra.Command {
 			if srv != nil { // the key decides the client
 				var pack kb.EvidencePack
 				if err := srv.do(cmd.Context(), "POST", "/api/v1/search", map[string]any{"query": req.Query, "alpha": alpha,
-					"fusion": fusion, "expand": expand, "limit": req.Limit}, &pack); err != nil {
+					"fusion": fusion, "expand": expand, "limit": req.Limit, "group": req.Group}, &pack); err != nil {
 					return err
 				}
 				return a.printSearch(pack, cmp.Or(req.Client, "the key's client"), asJSON)
@@ -145,7 +145,8 @@ func (a *app) searchCommand() *cobra.Command {
 	f.Float64Var(&alpha, "alpha", kb.DefaultAlpha, "0 = keywords (BM25) only … 1 = vectors only")
 	f.StringVar(&fusion, "fusion", string(kb.DefaultFusion), "how to merge keyword and vector hits: ranked or relativeScore")
 	f.IntVar(&expand, "expand", kb.DefaultExpand, fmt.Sprintf("graph depth around the hits, 0..%d", kb.MaxExpand))
-	f.IntVar(&req.Limit, "limit", 10, "passages")
+	f.IntVar(&req.Limit, "limit", 10, "items (passages with --group passage)")
+	f.StringVar(&req.Group, "group", kb.GroupItem, "what to rank: item (source items, each with its best passages) or passage")
 	f.BoolVar(&asJSON, "json", false, "print the evidence pack as JSON")
 	return cmd
 }
@@ -168,10 +169,15 @@ func printPack(w io.Writer, client string, p kb.EvidencePack) {
 	for _, it := range p.Items {
 		if it.Kind != section {
 			section, n = it.Kind, 0
-			fmt.Fprintf(w, "\n%s\n", map[string]string{kb.ItemPassage: "PASSAGES", kb.ItemEntity: "ENTITIES", kb.ItemRelation: "RELATIONS"}[it.Kind])
+			fmt.Fprintf(w, "\n%s\n", map[string]string{kb.ItemSource: "ITEMS", kb.ItemPassage: "PASSAGES", kb.ItemEntity: "ENTITIES", kb.ItemRelation: "RELATIONS"}[it.Kind])
 		}
 		n++
 		switch it.Kind {
+		case kb.ItemSource:
+			fmt.Fprintf(w, "%3d. [%.3f] %s  %s\n", n, it.Score, it.SourceURN, oneLine(it.Title, 120))
+			for _, p := range it.Passages {
+				fmt.Fprintf(w, "       [%.3f] %s\n", p.Score, oneLine(p.Text, 200))
+			}
 		case kb.ItemPassage:
 			fmt.Fprintf(w, "%3d. [%.3f] %s\n     %s\n", n, it.Score, strings.Join(it.NodeKeys, ", "), oneLine(it.Content, 220))
 		case kb.ItemEntity:

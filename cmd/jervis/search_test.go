@@ -26,7 +26,7 @@ func TestSearchCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, out, errOut := runCLI(t, nil, "search", "--data", data, "--client", "acme", "--json", "login", "fails")
+	code, out, errOut := runCLI(t, nil, "search", "--data", data, "--client", "acme", "--json", "--group", "passage", "login", "fails")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -37,7 +37,14 @@ func TestSearchCommand(t *testing.T) {
 	if pack.Query != "login fails" || len(pack.Items) == 0 || pack.Items[0].Kind != kb.ItemPassage || !strings.Contains(pack.Summary, "passages") {
 		t.Fatalf("pack: %+v", pack)
 	}
-	code, out, _ = runCLI(t, nil, "search", "--data", data, "--client", "acme", "--expand", "1", "password reset")
+	// By default, items: each source item with its best passages.
+	code, out, _ = runCLI(t, nil, "search", "--data", data, "--client", "acme", "--json", "login", "fails")
+	pack = kb.EvidencePack{}
+	if err := json.Unmarshal([]byte(out), &pack); code != 0 || err != nil || pack.Items[0].Kind != kb.ItemSource || len(pack.Items[0].Passages) == 0 ||
+		!strings.Contains(pack.Summary, "items") {
+		t.Fatalf("items: %v %+v", err, pack)
+	}
+	code, out, _ = runCLI(t, nil, "search", "--data", data, "--client", "acme", "--expand", "1", "--group", "passage", "password reset")
 	for _, want := range []string{"PASSAGES", "ENTITIES", "RELATIONS", "jira:ops-7 -[affects]-> service:auth", "evidence:"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("text output lacks %q:\n%s", want, out)
@@ -51,6 +58,7 @@ func TestSearchCommand(t *testing.T) {
 		{[]string{"search", "--data", t.TempDir(), "--client", "acme", "login"}, "no database at"},
 		{[]string{"search", "--data", data, "--client", "acme", "--expand", "7", "login"}, "expand"},
 		{[]string{"search", "--data", data, "--client", "acme", "--fusion", "max", "login"}, "fusion"},
+		{[]string{"search", "--data", data, "--client", "acme", "--group", "doc", "login"}, "group"},
 	} {
 		code, _, errOut := runCLI(t, nil, tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {

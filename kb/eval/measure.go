@@ -397,7 +397,7 @@ func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
 		for _, it := range pack.Items {
 			key, ok := strings.CutPrefix(it.SourceURN, Jira+":")
 			key = strings.ToUpper(key)
-			if it.Kind == kb.ItemPassage && ok && key != p.Duplicate && !slices.Contains(ranked, key) {
+			if (it.Kind == kb.ItemSource || it.Kind == kb.ItemPassage) && ok && key != p.Duplicate && !slices.Contains(ranked, key) {
 				ranked = append(ranked, key)
 			}
 		}

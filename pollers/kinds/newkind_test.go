@@ -161,7 +161,7 @@ func TestANewKindIsOnePackageAndOneLine(t *testing.T) {
 	var entities, relations []string
 	for _, it := range pack.Items {
 		switch it.Kind {
-		case kb.ItemPassage:
+		case kb.ItemSource:
 			passage = passage || strings.Contains(it.Content, "Ferro Frames ships in two")
 		case kb.ItemEntity:
 			entities = append(entities, it.NodeKeys...)

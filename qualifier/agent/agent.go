@@ -289,7 +289,7 @@ func (r *run) execute(ctx context.Context, c Call) (string, error) {
 		}
 		var b strings.Builder
 		for _, it := range pack.Items {
-			if it.Kind == kb.ItemPassage {
+			if it.Kind == kb.ItemSource || it.Kind == kb.ItemPassage {
 				fmt.Fprintf(&b, "- [%s] %s\n", strings.Join(it.NodeKeys, ", "), it.Content)
 			}
 		}
