@@ -16,15 +16,19 @@ import (
 	"github.com/jervis-dev/jervis/kb"
 )
 
-// ChunksPerDoc is how many chunks one document makes: five paragraphs and
-// the relationship line.
-const ChunksPerDoc = 6
+// ChunksPerDoc is how many chunks one document makes: five paragraphs, each
+// long enough (130 to 160 words) that no two are packed into one chunk
+// (kb.ChunkTokens), the relationship line packed with the last.
+const ChunksPerDoc = 5
 
 // Synth writes the documents.
 type Synth struct {
 	rng   *rand.Rand
 	zipf  *rand.Zipf
 	words []string
+	// ParagraphWords bounds a paragraph's words (default 130 to 160: one
+	// chunk each).
+	ParagraphWords [2]int
 }
 
 // New returns a writer drawing from vocabulary (most frequent first), with
@@ -48,7 +52,7 @@ func New(vocabulary []string, topical []string) *Synth {
 			}
 		}
 	}
-	return &Synth{rng: rng, zipf: rand.NewZipf(rng, 1.1, 2, uint64(len(words)-1)), words: words}
+	return &Synth{rng: rng, zipf: rand.NewZipf(rng, 1.1, 2, uint64(len(words)-1)), words: words, ParagraphWords: [2]int{130, 160}}
 }
 
 // Doc returns document i of client with the given number of paragraphs.
@@ -58,7 +62,8 @@ func (s *Synth) Doc(client string, i, paragraphs int) kb.IngestRequest {
 		if p > 0 {
 			b.WriteString("\n\n")
 		}
-		for w := range 30 + s.rng.IntN(30) {
+		lo, hi := s.ParagraphWords[0], s.ParagraphWords[1]
+		for w := range lo + s.rng.IntN(hi-lo) {
 			if w > 0 {
 				b.WriteByte(' ')
 			}

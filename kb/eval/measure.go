@@ -389,7 +389,9 @@ func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
 	d := &Duplicates{Pairs: len(pairs)}
 	for _, p := range pairs {
 		query := t.issues[p.Duplicate].Summary
-		pack, err := env.KB.Search(ctx, kb.SearchRequest{Client: env.Client, Query: query})
+		// Eleven items: the duplicate itself is left out of the ten ranked,
+		// as the peer leaves it out.
+		pack, err := env.KB.Search(ctx, kb.SearchRequest{Client: env.Client, Query: query, Limit: 11})
 		if err != nil {
 			return fmt.Errorf("search %q: %w", query, err)
 		}

@@ -51,6 +51,7 @@ func TestQuantizedScanRecall(t *testing.T) {
 		t.Fatal(err)
 	}
 	synth := benchcorpus.New(emb.Vocabulary(30_000), nil)
+	synth.ParagraphWords = [2]int{30, 60} // sentences
 	var v vectors
 	var texts []string
 	for i := range 20_000 {

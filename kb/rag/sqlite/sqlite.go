@@ -639,8 +639,8 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if err := q.Normalize(); err != nil {
 		return nil, err
 	}
-	sub := q
-	sub.Limit = rag.Candidates(q.Limit)
+	kwq, vecq := q, q
+	kwq.Limit, vecq.Limit = rag.SideCandidates(q.Limit, 1-q.Alpha), rag.SideCandidates(q.Limit, q.Alpha)
 	// The two sides are independent: run them at once, on one read of the
 	// index. Only the texts of the fused best are read.
 	v, err := x.current(ctx)
@@ -652,10 +652,10 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	var kwErr, vecErr error
 	var wg sync.WaitGroup
 	if q.Alpha < 1 {
-		wg.Go(func() { kw, kwSeqs, kwErr = x.keyword(ctx, sub, v) })
+		wg.Go(func() { kw, kwSeqs, kwErr = x.keyword(ctx, kwq, v) })
 	}
 	if q.Alpha > 0 {
-		vec, vecSeqs, vecErr = v.nearVector(sub)
+		vec, vecSeqs, vecErr = v.nearVector(vecq)
 	}
 	wg.Wait()
 	v.mu.RUnlock()
@@ -665,7 +665,11 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	seqs := make(map[string]int64, len(kwSeqs)+len(vecSeqs))
 	maps.Copy(seqs, kwSeqs)
 	maps.Copy(seqs, vecSeqs)
-	return x.withText(ctx, rag.Fuse(kw, vec, q.Alpha, q.Fusion, q.Limit), seqs)
+	fused := rag.Fuse(kw, vec, q.Alpha, q.Fusion, q.Limit)
+	if q.NoText {
+		return fused, nil
+	}
+	return x.withText(ctx, fused, seqs)
 }
 
 // isStopWord reports words left out of BM25 queries: they match nearly

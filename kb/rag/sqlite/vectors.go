@@ -274,8 +274,11 @@ const scanBlock = 256
 
 // rescored is how many candidates of the int8 scan are scored again
 // exactly, for limit results, in all: enough that the int8 error (about 1%
-// of a score) does not cost the exact best (TestQuantizedScanRecall).
-func rescored(limit int) int { return max(8*limit, 160) }
+// of a score) does not cost the exact best (TestQuantizedScanRecall: 8 per
+// result up to 50 results). A long list (ranking items takes hundreds of
+// passages) needs the same margin past its end, not eight times its length:
+// rescoring was most of such a search.
+func rescored(limit int) int { return max(160, limit+7*min(limit, 64)) }
 
 // scan scores rows [lo, hi) against q (q16: q as int16 at the int8 rows'
 // stride) from the int8 rows and keeps the best k that pass f. Scores are
