@@ -30,6 +30,7 @@ type fixture struct {
 	admin        string
 	acme, globex tenant
 	st           *sqlite.Store
+	kb           *kb.KB
 	patterns     []string
 }
 
@@ -38,7 +39,7 @@ func newFixture(t *testing.T, tweak func(*api.Config)) fixture {
 	ctx := context.Background()
 	all := embeddedtest.Open(t, "")
 	st, k, g, c := all.Store, all.KB.KB, all.Graph, all.Chunks
-	f := fixture{st: st}
+	f := fixture{st: st, kb: k}
 	var err error
 	if f.admin, err = api.EnsureAdminKey(ctx, st, ""); err != nil || !strings.HasPrefix(f.admin, api.KeyPrefix) {
 		t.Fatalf("admin key %q %v", f.admin, err)
@@ -69,11 +70,12 @@ func newFixture(t *testing.T, tweak func(*api.Config)) fixture {
 			t.Fatal(err)
 		}
 		main := "email:" + doc.ExternalID
-		res, err := k.Ingest(ctx, kb.IngestRequest{Client: tc.client, MainNode: main, Content: tc.text,
-			Relations: []kb.MetaRelation{{From: "person:ann", Type: "sent", To: main}}, SourceURN: main, SourceType: "EMAIL"})
+		res, err := k.Ingest(ctx, kb.IngestRequest{Client: tc.client, MainNode: main, Title: doc.Normalized.Title, Content: tc.text,
+			Relations: []kb.MetaRelation{{From: "person:ann", Type: "sent", To: main}}, SourceURN: doc.SourceURN(), SourceType: "EMAIL"})
 		if err != nil {
 			t.Fatal(err)
 		}
+
 		if _, err := st.EnqueueTasks(ctx, store.Task{Kind: store.KindData, Client: tc.client, SourceDoc: doc.ID, MaxAttempts: 3}); err != nil {
 			t.Fatal(err)
 		}
@@ -144,6 +146,7 @@ func clientRoutes(tn tenant) []struct{ method, path, body string } {
 		{"GET", "/api/v1/chunks/" + esc(tn.chunk), ""},
 		{"GET", "/api/v1/documents", ""},
 		{"GET", "/api/v1/documents/" + esc(tn.doc), ""},
+		{"GET", "/api/v1/documents/" + esc(tn.doc) + "/similar?limit=3", ""},
 		{"GET", "/api/v1/tasks?kind=DATA_PROCESSING", ""},
 		{"GET", "/api/v1/tasks/" + esc(tn.task), ""},
 	}

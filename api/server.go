@@ -120,6 +120,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	clientLimit("POST /api/v1/ingest", s.serve(s.ingest, s.cfg.MaxIngestBytes))
 	client("GET /api/v1/documents", s.documents)
 	client("GET /api/v1/documents/{id}", s.document)
+	client("GET /api/v1/documents/{id}/similar", s.similar)
 	clientLimit("GET /api/v1/events", http.HandlerFunc(s.events))
 	client("GET /api/v1/tasks", s.tasks)
 	client("GET /api/v1/tasks/{id}", s.task)

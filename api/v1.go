@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -272,6 +273,31 @@ func (s *Server) document(r *http.Request, p Principal) (any, error) {
 	}
 	d.Raw = nil // the normalized form is what a UI shows; raw bytes can be large
 	return s.clientDocument(d), nil
+}
+
+// similar answers GET /api/v1/documents/{id}/similar: the items most like
+// the document's, the whole item being the query (kb.Similar).
+func (s *Server) similar(r *http.Request, p Principal) (any, error) {
+	q := r.URL.Query()
+	limit, err := intParam(q, "limit", 10)
+	if err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > 100 {
+		return nil, invalid("limit", "must be 1..100")
+	}
+	d, err := s.cfg.Store.GetDocument(r.Context(), p.Client, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	req := kb.SimilarRequest{Client: p.Client, SourceURN: d.SourceURN(), Title: d.Normalized.Title, Text: d.Normalized.Body, Limit: limit,
+		Filter: rag.Filter{SourceTypes: splitList(q.Get("sourceTypes"))}}
+	res, err := s.cfg.KB.Similar(r.Context(), req)
+	if errors.Is(err, kb.ErrNotIndexed) {
+		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict,
+			Message: fmt.Sprintf("document %s is not in the knowledge base (state %s): nothing to compare it by", d.ID, d.State)}
+	}
+	return res, err
 }
 
 // TaskView is a task with its memory and its events.

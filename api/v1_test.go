@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
 )
 
 func TestClientRoutesAnswerWithTheKeysClientData(t *testing.T) {
@@ -48,6 +50,42 @@ func TestClientRoutesAnswerWithTheKeysClientData(t *testing.T) {
 	_, docs := call(t, "GET", f.url+"/api/v1/documents?state=NEW&sourceType=EMAIL", f.acme.key, "")
 	if items, _ := docs["items"].([]any); len(items) != 1 {
 		t.Fatalf("documents: %v", docs)
+	}
+}
+
+// TestSimilarDocuments asks for the items like a document: the whole
+// document is the query, the document itself is left out, and another
+// client's like item is never seen.
+func TestSimilarDocuments(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	for _, client := range []string{"acme", "globex"} {
+		if _, err := f.kb.Ingest(ctx, kb.IngestRequest{Client: client, MainNode: "jira:" + client + "-7", Title: "Espresso machine maintenance",
+			Content: "Schedule the espresso machine descaling for " + client + " every month.", SourceType: "JIRA", Kind: kb.KindBody}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, similar := call(t, "GET", f.url+"/api/v1/documents/"+f.acme.doc+"/similar?limit=5", f.acme.key, "")
+	items, _ := similar["items"].([]any)
+	if code != http.StatusOK || len(items) != 1 || len(similar["self"].([]any)) == 0 {
+		t.Fatalf("similar: %d %v", code, similar)
+	}
+	it := items[0].(map[string]any)
+	if score, _ := it["score"].(float64); it["sourceUrn"] != "jira:acme-7" || score <= 0 || score > 1 || len(it["passages"].([]any)) == 0 {
+		t.Fatalf("similar item: %v", it)
+	}
+	// A document not in the knowledge base (never qualified) says so.
+	doc, _, err := f.st.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: "m2@acme.test",
+		Raw: []byte("x"), Normalized: store.Normalized{Title: "Espresso", Body: "The espresso machine again."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call(t, "GET", f.url+"/api/v1/documents/"+doc.ID+"/similar", f.acme.key, ""); code != http.StatusConflict || !strings.Contains(fmt.Sprint(body), "not in the knowledge base") {
+		t.Fatalf("similar of a document not indexed: %d %v", code, body)
+	}
+	if code, body := call(t, "GET", f.url+"/api/v1/documents/"+f.acme.doc+"/similar?limit=0", f.acme.key, ""); code != http.StatusBadRequest {
+		t.Fatalf("limit 0: %d %v", code, body)
 	}
 }
 

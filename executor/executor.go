@@ -240,7 +240,7 @@ func (e *Executor) storeResult(ctx context.Context, in Input, out Output) error 
 		origin = graph.OriginLLM
 	}
 	_, err := e.cfg.KB.Ingest(ctx, kb.IngestRequest{
-		Client: in.Task.Client, MainNode: out.ResultNode, SourceURN: out.ResultNode, SourceType: "EXECUTOR", Kind: "result",
+		Client: in.Task.Client, MainNode: out.ResultNode, SourceURN: out.ResultNode, SourceType: "EXECUTOR", Kind: kb.KindResult,
 		Props:        map[string]any{"task": in.Task.ID, "workflow": out.Workflow, "sourceDoc": in.Task.SourceDoc},
 		Content:      out.Text,
 		MentionsOnly: true, // the text reports on relations; it is not their evidence

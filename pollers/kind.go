@@ -51,6 +51,10 @@ type About struct {
 	// ConnectionType is the "type" of a Connector's connections ("imap"),
 	// configured by its section of that name ("imap: {...}").
 	ConnectionType string
+	// Duplicates says its items can duplicate one another (an issue
+	// reported twice): the qualifier may join like ones by a
+	// possible_duplicate edge.
+	Duplicates bool
 }
 
 // Connector is a kind that polls a remote: a connection of its

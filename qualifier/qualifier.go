@@ -27,6 +27,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/kb/rag"
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/qualifier/agent"
@@ -65,6 +66,11 @@ type Config struct {
 	Agent          *agent.Agent
 	UncertainLinks string // PolicyAuto (default), PolicyRecord, PolicyFetch or PolicyModel
 	Concurrency    int    // tasks at once (default 4)
+	// PossibleDuplicates, above 0, is the similarity from which an item of
+	// a kind whose items can duplicate one another (pollers.About.Duplicates)
+	// is joined to a like item of its source type by a possible_duplicate
+	// edge (kb.PossibleDuplicates); 0: none.
+	PossibleDuplicates float64
 	// LeaseFor is how long a claim holds a task (default 1m): a crashed
 	// process's tasks return to the queue after it.
 	LeaseFor        time.Duration
@@ -145,6 +151,9 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		}
 		return worker.Result{}, fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
 	}
+	if err := q.possibleDuplicates(ctx, doc, structure, &res); err != nil {
+		return worker.Result{}, err
+	}
 	decision, reason := rules.Route(shape, doc, q.cfg.Users)
 	asks := rules.Asked(shape, doc)
 	summary := rules.Summary(shape, doc, decision, reason)
@@ -173,6 +182,26 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		return worker.Result{}, fmt.Errorf("task memory: %w", err)
 	}
 	return worker.Result{Next: decision, Usage: usage}, nil
+}
+
+// possibleDuplicates joins the document's item to the items of its source
+// type alike enough (Config.PossibleDuplicates), when its kind's items can
+// duplicate one another.
+func (q *Qualifier) possibleDuplicates(ctx context.Context, doc store.Document, req kb.IngestRequest, res *kb.IngestResult) error {
+	if q.cfg.PossibleDuplicates <= 0 || !q.cfg.Kinds.Kind(doc.SourceType).About().Duplicates {
+		return nil
+	}
+	sim, err := q.cfg.KB.Similar(ctx, kb.SimilarRequest{Client: doc.Client, SourceURN: req.SourceURN, Title: req.Title, Text: req.Content,
+		Limit: kb.DuplicateCandidates, Filter: rag.Filter{SourceTypes: []string{string(doc.SourceType)}}})
+	if errors.Is(err, kb.ErrNotIndexed) {
+		return nil // nothing of it was indexed (a body of whitespace)
+	}
+	if err != nil {
+		return fmt.Errorf("similar items: %w", err)
+	}
+	keys, err := q.cfg.KB.PossibleDuplicates(ctx, doc.Client, sim, q.cfg.PossibleDuplicates)
+	res.Edges = append(res.Edges, keys...)
+	return err
 }
 
 // link handles a LINK_PROCESSING task: a link already fetched is DONE; a
@@ -219,7 +248,7 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 	res, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
 		Client: t.Client, MainNode: linkRef, Props: map[string]any{"url": p.URL, "verdict": string(verdict)},
 		Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: q.cfg.Kinds.Shape(doc).Main}},
-		SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: "link", ObservedAt: doc.ObservedAt,
+		SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: kb.KindLink, ObservedAt: doc.ObservedAt,
 		MentionNamespaces: namespaces,
 	})
 	if err != nil {
@@ -245,7 +274,7 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 			default:
 				pres, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
 					Client: t.Client, MainNode: linkRef, Props: map[string]any{"title": page.Title, "fetched": true},
-					Content: cmp.Or(page.Title, p.URL) + "\n\n" + page.Text, SourceURN: pageURN, SourceType: "LINK", Kind: "page",
+					Content: cmp.Or(page.Title, p.URL) + "\n\n" + page.Text, SourceURN: pageURN, SourceType: "LINK", Kind: kb.KindPage,
 					MentionNamespaces: namespaces,
 				})
 				if err != nil && !isMalformed(err) {

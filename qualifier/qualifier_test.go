@@ -275,3 +275,50 @@ func TestQualifyKeepsTheDocumentWhenOneRelationCannotBeStored(t *testing.T) {
 		t.Fatalf("binary content: %s after %d attempts, %+v", failed.State, failed.Attempts, failed.LastError)
 	}
 }
+
+// With possible duplicates on, an issue like an earlier one is joined to
+// it by one possible_duplicate edge (origin similarity, evidence from both
+// sides); items of kinds that do not duplicate one another (mail) and
+// issues a person already linked get none. A redone task writes it once.
+func TestPossibleDuplicates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	put := func(src store.SourceType, id, title, body string, meta map[string]any) {
+		t.Helper()
+		if _, _, err := e.st.PutDocument(ctx, store.Document{Client: "acme", SourceType: src, ExternalID: id, Raw: []byte(id),
+			Normalized: store.Normalized{Title: title, Body: body, Metadata: meta}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const crash = "The app crashes on start when the camera permission was denied before; the stack trace ends in CameraModule.open."
+	put(store.SourceJira, "TIM-1", "Crash on start after camera permission denied", crash, map[string]any{"key": "TIM-1"})
+	put(store.SourceJira, "TIM-2", "App crashes at start when camera permission is denied", "Crash at start: camera permission denied before, CameraModule.open in the trace.", map[string]any{"key": "TIM-2"})
+	put(store.SourceJira, "TIM-3", "Crash on start after camera permission denied (iOS)", crash, map[string]any{"key": "TIM-3",
+		"issueLinks": []any{map[string]any{"type": "Cloners", "direction": "outward", "phrase": "clones", "key": "TIM-1"}}})
+	put(store.SourceJira, "TIM-4", "Dark mode for the settings page", "The settings page should follow the system's dark mode.", map[string]any{"key": "TIM-4"})
+	put(store.SourceEmail, "m1@acme.test", "Crash on start after camera permission denied", crash, map[string]any{"from": "ann@acme.test"})
+	put(store.SourceEmail, "m2@acme.test", "Re: Crash on start after camera permission denied", crash, map[string]any{"from": "bob@acme.test"})
+	ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
+	runUntil(t, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == 6 }, e.st)
+	q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, PossibleDuplicates: 0.3, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, q, func(s store.Stats) bool { return s.Tasks["DONE"]+s.Tasks["READY_FOR_GPU"] == 6 }, e.st)
+
+	g := e.graph.For("acme")
+	counts, _ := g.CountEdgesByType(ctx)
+	key := graph.EdgeKey(kb.EdgePossibleDuplicate, "jira:tim-1", "jira:tim-2")
+	edge, err := g.Edge(ctx, key)
+	if err != nil || edge.Origin != graph.OriginSimilarity || edge.Confidence < 0.3 || len(edge.EvidenceChunkIDs) != 2 {
+		t.Fatalf("edge %s: %+v %v", key, edge, err)
+	}
+	if counts[kb.EdgePossibleDuplicate] != 2 { // tim-1–tim-2 and tim-2–tim-3; tim-3 clones tim-1
+		hood, _ := g.Neighbors(ctx, graph.NeighborQuery{Start: []string{"jira:tim-1", "jira:tim-3", "email:m1@acme.test"}, Depth: 1, EdgeTypes: []string{kb.EdgePossibleDuplicate}})
+		t.Fatalf("%d possible_duplicate edges: %+v", counts[kb.EdgePossibleDuplicate], hood.Edges)
+	}
+	if _, err := g.Edge(ctx, graph.EdgeKey(kb.EdgePossibleDuplicate, "jira:tim-1", "jira:tim-3")); err == nil {
+		t.Fatal("a possible duplicate of an issue that clones it")
+	}
+}

@@ -183,7 +183,7 @@ func (a *app) drain(ctx context.Context, st store.Store, k *embedded.KB) (indexe
 	if err != nil {
 		return 0, 0, err
 	}
-	q, err := qualifier.New(qualifier.Config{Store: st, KB: k.KB, Concurrency: a.cfg.Qualifier.Concurrency, UncertainLinks: qualifier.PolicyRecord,
+	q, err := qualifier.New(qualifier.Config{Store: st, KB: k.KB, Concurrency: a.cfg.Qualifier.Concurrency, UncertainLinks: qualifier.PolicyRecord, PossibleDuplicates: a.cfg.Qualifier.PossibleDuplicates,
 		PollInterval: 20 * time.Millisecond, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
 	if err != nil {
 		return 0, 0, err

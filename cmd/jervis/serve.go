@@ -100,7 +100,7 @@ func (a *app) serve(parent context.Context) error {
 	}
 	if a.cfg.HasRole("qualifier") {
 		qc := qualifier.Config{Store: st, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
-			UncertainLinks: a.cfg.Qualifier.UncertainLinks, PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob}
+			UncertainLinks: a.cfg.Qualifier.UncertainLinks, PossibleDuplicates: a.cfg.Qualifier.PossibleDuplicates, PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob}
 		if m := a.cfg.Qualifier.Model; m != "" {
 			if qc.Agent, err = agent.New(agent.Config{Host: a.cfg.Qualifier.OllamaHost, Model: m, MaxIterations: a.cfg.Qualifier.MaxIterations, KB: k.KB, Cache: st}); err != nil {
 				return err

@@ -73,6 +73,11 @@ type Qualifier struct {
 	// (not fetched), fetch (through the guarded client), or model (the
 	// model decides; needs qualifier.model).
 	UncertainLinks string `yaml:"uncertain_links"`
+	// PossibleDuplicates, when above 0, is the similarity (kb.Similar,
+	// 0..1) from which an item of a kind whose items can duplicate each
+	// other (Jira issues) gets a possible_duplicate edge to a like item of
+	// its source type. 0 (default): none are recorded.
+	PossibleDuplicates float64 `yaml:"possible_duplicates"`
 }
 
 // Executor tunes the executor (role executor): READY_FOR_GPU work that

@@ -184,6 +184,9 @@ func (s Qualifier) validate(p *problems) {
 	default:
 		p.add("qualifier.uncertain_links", "%q is not auto, record, fetch or model", u)
 	}
+	if d := s.PossibleDuplicates; d < 0 || d > 1 {
+		p.add("qualifier.possible_duplicates", "%v is not 0..1 (0: none recorded)", d)
+	}
 }
 
 // validate checks executor.*.

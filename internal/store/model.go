@@ -96,6 +96,10 @@ type Document struct {
 	UpdatedAt   time.Time     `json:"updatedAt"`
 }
 
+// SourceURN names the item in the knowledge base: its chunks' source,
+// which each new version's chunks replace ("JIRA:TIMOB-123").
+func (d Document) SourceURN() string { return string(d.SourceType) + ":" + d.ExternalID }
+
 // ErrorInfo describes why a document or task failed: a stable class callers
 // can group by, a message, and whether a human can recover it (fix a
 // credential, retry after an outage) as opposed to input that will never

@@ -3,6 +3,7 @@ package eval
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,6 +18,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/kb/rag"
 )
 
 // Env is the pipeline's state after a run, and what Measure needs to know
@@ -120,7 +122,27 @@ type Duplicates struct {
 	Pairs  int     `json:"pairs"`
 	Jervis Ranking `json:"jervis"`
 	Peer   Ranking `json:"peer"` // textbook BM25 over summary + description + comments
+	// Similar is the duplicate's similar items (kb.Similar: the whole issue
+	// is the query, issues only, as GET /api/v1/documents/{id}/similar?sourceTypes=JIRA).
+	Similar Ranking `json:"similar"`
+	// PossibleDuplicates are the possible_duplicate edges the qualifier
+	// would record at each similarity (every issue's three most similar
+	// issues not already linked to it), against the Duplicate links.
+	PossibleDuplicates []EdgeFigures `json:"possibleDuplicates"`
 }
+
+// EdgeFigures are possible_duplicate edges from one similarity up.
+type EdgeFigures struct {
+	MinSimilarity float64 `json:"minSimilarity"`
+	Edges         int     `json:"edges"`
+	Duplicates    int     `json:"duplicates"` // edges between the two issues of a Duplicate link
+	Precision     float64 `json:"precision"`
+	Recall        float64 `json:"recall"` // of the Duplicate links
+}
+
+// duplicateSimilarities are the similarities possible_duplicate edges are
+// measured from.
+var duplicateSimilarities = []float64{0.5, 0.6, 0.7, 0.8, 0.9, 0.95}
 
 // TypeCount is a node type and its count.
 type TypeCount struct {
@@ -192,6 +214,26 @@ var (
 	reasonQuoted = regexp.MustCompile(`"[^"]*"`)
 )
 
+// eachDocument calls fn with every stored document version of the
+// client (of source type src, when not empty), a page at a time.
+func eachDocument(ctx context.Context, env Env, src store.SourceType, fn func(store.Document)) error {
+	var after *store.Position
+	for {
+		docs, err := env.Store.ListDocuments(ctx, store.DocumentQuery{Client: env.Client, SourceType: src, Limit: 1000, After: after})
+		if err != nil {
+			return err
+		}
+		for _, d := range docs {
+			fn(d)
+		}
+		if len(docs) < 1000 {
+			return nil
+		}
+		last := docs[len(docs)-1]
+		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
+	}
+}
+
 // reasonClass groups failure reasons: the document's source and ID left
 // out, URLs, refs, numbers and quoted names generalised.
 func reasonClass(e *store.ErrorInfo) string {
@@ -218,37 +260,28 @@ func (r *Report) completeness(ctx context.Context, env Env, t *Truth) error {
 		}
 		return counts[source]
 	}
-	var after *store.Position
-	for {
-		docs, err := env.Store.ListDocuments(ctx, store.DocumentQuery{Client: env.Client, Limit: 1000, After: after})
-		if err != nil {
-			return err
+	err := eachDocument(ctx, env, "", func(d store.Document) {
+		src := string(d.SourceType)
+		sc := count(src)
+		if stored[src] == nil {
+			stored[src] = map[string]bool{}
 		}
-		for _, d := range docs {
-			src := string(d.SourceType)
-			sc := count(src)
-			if stored[src] == nil {
-				stored[src] = map[string]bool{}
-			}
-			stored[src][d.ExternalID] = true
-			c.Documents++
-			switch d.State {
-			case store.DocIndexed:
-				sc.Indexed++
-			case store.DocQuarantined:
-				sc.Quarantined++
-				c.Reasons[reasonClass(d.Error)]++
-			}
-			if len(d.Normalized.Warnings) > 0 {
-				sc.Degraded++
-				c.Degraded++
-			}
+		stored[src][d.ExternalID] = true
+		c.Documents++
+		switch d.State {
+		case store.DocIndexed:
+			sc.Indexed++
+		case store.DocQuarantined:
+			sc.Quarantined++
+			c.Reasons[reasonClass(d.Error)]++
 		}
-		if len(docs) < 1000 {
-			break
+		if len(d.Normalized.Warnings) > 0 {
+			sc.Degraded++
+			c.Degraded++
 		}
-		last := docs[len(docs)-1]
-		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
+	})
+	if err != nil {
+		return err
 	}
 	for src, n := range t.items {
 		sc := count(src)
@@ -408,7 +441,82 @@ func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
 	}
 	d.Jervis.finish(len(pairs))
 	d.Peer.finish(len(pairs))
+	if err := d.similar(ctx, env, t, pairs); err != nil {
+		return err
+	}
 	r.Duplicates = d
+	return nil
+}
+
+// similar measures kb.Similar on the issues: each duplicate's similar
+// items for its original, and every issue's possible_duplicate edges.
+func (d *Duplicates) similar(ctx context.Context, env Env, t *Truth, pairs []pair) error {
+	docs := map[string]store.Document{} // issue key → its latest version
+	if err := eachDocument(ctx, env, store.SourceJira, func(doc store.Document) {
+		key := strings.ToUpper(doc.ExternalID)
+		if _, ok := docs[key]; !ok && t.issues[key] != nil {
+			docs[key] = doc // most recently updated first
+		}
+	}); err != nil {
+		return err
+	}
+	originals := map[string][]string{}
+	linked := map[[2]string]bool{} // Duplicate links, either way
+	for _, p := range pairs {
+		originals[p.Duplicate] = append(originals[p.Duplicate], p.Original)
+		linked[[2]string{min(p.Duplicate, p.Original), max(p.Duplicate, p.Original)}] = true
+	}
+	issueOf := func(urnOrNode string) string {
+		_, key, _ := strings.Cut(urnOrNode, ":")
+		return strings.ToUpper(key)
+	}
+	edges := map[[2]string]float64{}
+	for _, key := range slices.Sorted(maps.Keys(docs)) {
+		doc := docs[key]
+		res, err := env.KB.Similar(ctx, kb.SimilarRequest{Client: env.Client, SourceURN: doc.SourceURN(), Title: doc.Normalized.Title,
+			Text: doc.Normalized.Body, Limit: 10, Filter: rag.Filter{SourceTypes: []string{Jira}}})
+		if errors.Is(err, kb.ErrNotIndexed) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("similar %s: %w", key, err)
+		}
+		if want := originals[key]; len(want) > 0 {
+			ranked := make([]string, len(res.Items))
+			for i, it := range res.Items {
+				ranked[i] = issueOf(it.SourceURN)
+			}
+			for _, o := range want {
+				d.Similar.score(ranked, o)
+			}
+		}
+		res.Items = res.Items[:min(kb.DuplicateCandidates, len(res.Items))]
+		es, err := env.KB.DuplicateEdges(ctx, env.Client, res, duplicateSimilarities[0])
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			k := [2]string{issueOf(e.From), issueOf(e.To)}
+			edges[k] = max(edges[k], e.Confidence)
+		}
+	}
+	d.Similar.finish(len(pairs))
+	for _, from := range duplicateSimilarities {
+		f := EdgeFigures{MinSimilarity: from}
+		for k, c := range edges {
+			if c >= from {
+				f.Edges++
+				if linked[k] {
+					f.Duplicates++
+				}
+			}
+		}
+		if f.Edges > 0 {
+			f.Precision = float64(f.Duplicates) / float64(f.Edges)
+		}
+		f.Recall = float64(f.Duplicates) / float64(len(linked))
+		d.PossibleDuplicates = append(d.PossibleDuplicates, f)
+	}
 	return nil
 }
 
@@ -543,6 +651,12 @@ func (r *Report) Print(w io.Writer) error {
 		fmt.Fprintf(tw, "DUPLICATE FINDING (%d pairs)\tRECALL@10\tMRR@10\n", d.Pairs)
 		fmt.Fprintf(tw, "Jervis search (default settings)\t%.3f\t%.3f\n", d.Jervis.RecallAt10, d.Jervis.MRRAt10)
 		fmt.Fprintf(tw, "textbook BM25 peer (k1 %.1f, b %.2f)\t%.3f\t%.3f\n", PeerK1, PeerB, d.Peer.RecallAt10, d.Peer.MRRAt10)
+		fmt.Fprintf(tw, "Jervis similar items (the whole duplicate the query)\t%.3f\t%.3f\n", d.Similar.RecallAt10, d.Similar.MRRAt10)
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "POSSIBLE DUPLICATE EDGES (3 most similar, not linked)\tEDGES\tDUPLICATE LINKS\tPRECISION\tRECALL")
+		for _, f := range d.PossibleDuplicates {
+			fmt.Fprintf(tw, "similarity ≥ %.2f\t%d\t%d\t%.3f\t%.3f\n", f.MinSimilarity, f.Edges, f.Duplicates, f.Precision, f.Recall)
+		}
 	}
 	fmt.Fprintln(tw)
 	j := r.Junk

@@ -39,13 +39,16 @@ const (
 	OriginUser     Origin = "user"     // stated by a person through the API
 	OriginMetadata Origin = "metadata" // a source's structured fields (sender, assignee)
 	OriginSyntax   Origin = "syntax"   // relationship syntax in the text
-	OriginLLM      Origin = "llm"      // extracted by a model from prose
+	// OriginSimilarity is an edge between two items whose texts are alike
+	// (possible_duplicate); its confidence is their similarity.
+	OriginSimilarity Origin = "similarity"
+	OriginLLM        Origin = "llm" // extracted by a model from prose
 )
 
 // Valid reports whether o is a known origin.
 func (o Origin) Valid() bool {
 	switch o {
-	case OriginUser, OriginMetadata, OriginSyntax, OriginLLM:
+	case OriginUser, OriginMetadata, OriginSyntax, OriginSimilarity, OriginLLM:
 		return true
 	}
 	return false
@@ -239,7 +242,7 @@ func ValidateEdge(e Edge) error {
 	case len(e.EvidenceChunkIDs) == 0:
 		return fmt.Errorf("edge %s: %w", e.Key(), ErrNoEvidence)
 	case !e.Origin.Valid():
-		return fmt.Errorf("%w: edge %s: origin %q is not user, metadata, syntax or llm", ErrInvalid, e.Key(), e.Origin)
+		return fmt.Errorf("%w: edge %s: origin %q is not user, metadata, syntax, similarity or llm", ErrInvalid, e.Key(), e.Origin)
 	case e.Confidence < 0 || e.Confidence > 1:
 		return fmt.Errorf("%w: edge %s: confidence %v is not 0..1", ErrInvalid, e.Key(), e.Confidence)
 	}

@@ -24,7 +24,8 @@ var (
 // About implements pollers.Kind.
 func (Kind) About() pollers.About {
 	return pollers.About{Name: "jira", SourceType: store.SourceJira, Noun: "Jira issue",
-		Namespaces: []string{"jira", "person", "project", "label", "version"}, Extensions: []string{".json"}, ConnectionType: "jira"}
+		Namespaces: []string{"jira", "person", "project", "label", "version"}, Extensions: []string{".json"}, ConnectionType: "jira",
+		Duplicates: true}
 }
 
 // ReadFile implements pollers.FileReader: a REST payload (an issue, a

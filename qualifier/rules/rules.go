@@ -31,7 +31,7 @@ func Structure(shape pollers.Shape, d store.Document) kb.IngestRequest {
 	return kb.IngestRequest{
 		Client: d.Client, MainNode: shape.Main, Props: props, Title: d.Normalized.Title, Header: strings.Join(shape.Lines, "\n"),
 		Content: d.Normalized.Body, Relations: shape.Relations,
-		SourceURN: string(d.SourceType) + ":" + d.ExternalID, SourceType: string(d.SourceType), Kind: "body", ObservedAt: d.ObservedAt,
+		SourceURN: d.SourceURN(), SourceType: string(d.SourceType), Kind: kb.KindBody, ObservedAt: d.ObservedAt,
 	}
 }
 

@@ -22,7 +22,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unicode"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/kb/rag"
@@ -672,34 +671,10 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	return x.withText(ctx, fused, seqs)
 }
 
-// isStopWord reports words left out of BM25 queries: they match nearly
-// every chunk and only cost time.
-func isStopWord(w string) bool {
-	switch w {
-	case "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have", "he", "her", "his",
-		"i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "she", "so",
-		"that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "was", "we", "were", "what",
-		"when", "where", "which", "who", "why", "will", "with", "would", "you", "your", "do", "does", "did", "can",
-		"could", "should", "about", "how":
-		return true
-	}
-	return false
-}
-
-// Terms returns the distinct words (letters and digits, lower-cased) of
-// text that are not stop words, at most 32.
-func Terms(text string) []string {
-	seen := map[string]bool{}
-	var terms []string
-	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		if isStopWord(w) || seen[w] || len(terms) == 32 {
-			continue
-		}
-		seen[w] = true
-		terms = append(terms, w)
-	}
-	return terms
-}
+// Terms returns the query words of text (rag.QueryWords): its distinct
+// words (letters and digits, lower-cased) that are not stop words, at most
+// rag.MaxQueryTerms.
+func Terms(text string) []string { return rag.QueryWords(text, rag.MaxQueryTerms) }
 
 // MatchExpression turns free text into an FTS5 query: its Terms, each
 // quoted, OR-ed.

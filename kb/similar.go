@@ -1,0 +1,252 @@
+package kb
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// ErrNotIndexed means the item asked about has no chunks (yet): it was
+// never qualified, or was quarantined.
+var ErrNotIndexed = errors.New("not indexed")
+
+// SimilarRequest asks for the items most like one item, the whole item
+// being the query.
+type SimilarRequest struct {
+	Client string
+	// SourceURN is the item's (its chunks' sourceUrn): it is left out of
+	// the results, and its own score is what similarities are relative to.
+	SourceURN string
+	Title     string // the item's title
+	Text      string // the item's text (its body)
+	Limit     int    // items (default 10, at most rag.MaxLimit)
+	// Filter narrows the candidates. Excerpts of items and reports on them
+	// (KindLink, KindResult) are never candidates.
+	Filter rag.Filter
+}
+
+// SimilarResult is the items most like one item.
+type SimilarResult struct {
+	SourceURN string `json:"sourceUrn"`
+	// Node is the item's own node.
+	Node string `json:"node,omitempty"`
+	// Query is the words the item was searched by.
+	Query string `json:"query"`
+	// Self is the item's own best passages for that query, the side of it
+	// the similar items matched.
+	Self []Passage `json:"self"`
+	// Items are the similar items, most similar first; an item's Score is
+	// its similarity (see Similar), its NodeKeys start with its own node.
+	Items   []Item             `json:"items"`
+	Timings map[string]float64 `json:"timingsMs"`
+}
+
+// similarTitleTerms are how many of a query's words the title may take;
+// the rest of rag.MaxQueryTerms go to the body's most repeated words.
+const similarTitleTerms = 16
+
+// SimilarQuery is the keyword query an item is searched by: the words of
+// its title, then its body's words by how often it repeats them (first
+// seen first among equals), stop words left out, rag.MaxQueryTerms in all.
+// The title leads because it is what an item is about in the fewest words
+// (an issue's summary, a mail's subject); a body's repeated words are its
+// subject matter, where its first words are often a greeting or a template.
+func SimilarQuery(title, text string) string {
+	words := rag.QueryWords(title, similarTitleTerms)
+	seen := make(map[string]bool, rag.MaxQueryTerms)
+	for _, w := range words {
+		seen[w] = true
+	}
+	type count struct {
+		word  string
+		n     int
+		first int
+	}
+	counts := map[string]*count{}
+	var order []*count
+	for i, w := range rag.Words(text) {
+		if seen[w] || rag.StopWord(w) || len(w) < 2 {
+			continue
+		}
+		c, ok := counts[w]
+		if !ok {
+			c = &count{word: w, first: i}
+			counts[w] = c
+			order = append(order, c)
+		}
+		c.n++
+	}
+	slices.SortStableFunc(order, func(a, b *count) int { return cmp.Compare(b.n, a.n) })
+	for _, c := range order {
+		if len(words) == rag.MaxQueryTerms {
+			break
+		}
+		words = append(words, c.word)
+	}
+	return strings.Join(words, " ")
+}
+
+// Similar finds the items most like req's item: its SimilarQuery, searched
+// by BM25 (title field weighted, as Search), over a pool of passages
+// grouped by item. An item's similarity is its best passage's BM25 score
+// divided by the score of the query item's own best passage — the most any
+// item can match the query, as a rule — so 1 is "matches as well as the
+// item itself" and the figure means the same whatever the query's length
+// (a raw BM25 score grows with the query's words).
+func (k *KB) Similar(ctx context.Context, req SimilarRequest) (SimilarResult, error) {
+	start := time.Now()
+	res := SimilarResult{SourceURN: req.SourceURN, Timings: map[string]float64{}}
+	if err := store.ValidateClientID(req.Client); err != nil {
+		return res, err
+	}
+	if req.SourceURN == "" {
+		return res, fmt.Errorf("%w: sourceUrn: empty", rag.ErrInvalid)
+	}
+	q := rag.Query{Limit: req.Limit, Filter: req.Filter}
+	if err := q.Normalize(); err != nil {
+		return res, err
+	}
+	limit := q.Limit
+	res.Query = SimilarQuery(req.Title, req.Text)
+	index := k.chunks.For(req.Client)
+	own, err := index.SourceChunkIDs(ctx, req.SourceURN)
+	if err != nil {
+		return res, err
+	}
+	if len(own) == 0 {
+		return res, fmt.Errorf("%s: %w", req.SourceURN, ErrNotIndexed)
+	}
+	if res.Query == "" {
+		return res, nil // nothing to search by: a body of symbols alone
+	}
+	q.Text, q.NoText = res.Query, true
+	q.Limit = min(rag.MaxLimit, max(itemPool, 20*(limit+1)))
+	hits, err := index.BM25(ctx, q)
+	if err != nil {
+		return res, err
+	}
+	var others []rag.Hit
+	self := 0.0
+	for _, h := range hits {
+		if h.Chunk.SourceURN != req.SourceURN {
+			if !slices.Contains(notSimilar, h.Chunk.Kind) {
+				others = append(others, h)
+			}
+		} else if len(res.Self) < ItemPassages {
+			self, res.Node = max(self, h.Score), h.Chunk.NodeKey
+			res.Self = append(res.Self, Passage{ChunkID: h.Chunk.ID, Score: h.Score, Text: h.Chunk.Text})
+		}
+	}
+	if self == 0 && len(hits) > 0 {
+		self = hits[0].Score // the item's own passages fell out of the pool: the best there is
+	}
+	items := rankItems(others, limit)
+	if len(res.Self) > 0 {
+		items = append([]Item{{Kind: ItemSource, SourceURN: req.SourceURN, Passages: res.Self}}, items...)
+	}
+	for i := range items {
+		it := &items[i]
+		it.Score = min(1, it.Score/self)
+		for j := range it.Passages {
+			it.Passages[j].Score = min(1, it.Passages[j].Score/self)
+		}
+	}
+	res.Timings["retrieve"] = float64(time.Since(start).Microseconds()) / 1000
+	if err := k.passageTexts(ctx, req.Client, items); err != nil {
+		return res, err
+	}
+	if len(res.Self) > 0 {
+		res.Self, items = items[0].Passages, items[1:]
+	}
+	res.Items = items
+	res.Timings["total"] = float64(time.Since(start).Microseconds()) / 1000
+	return res, nil
+}
+
+// Chunk kinds the pipeline writes (rag.Chunk.Kind, IngestRequest.Kind).
+const (
+	KindBody   = "body"   // a source item's own text
+	KindLink   = "link"   // the text around a link in an item: evidence of the link, an excerpt of the item
+	KindPage   = "page"   // a fetched web page
+	KindResult = "result" // an executor's result, reporting on the graph
+)
+
+// notSimilar are the chunks no item is similar to: excerpts of items (a
+// link's context) and reports on them.
+var notSimilar = []string{KindLink, KindResult}
+
+// EdgePossibleDuplicate joins two items whose texts are alike enough that
+// one may duplicate the other (origin similarity, confidence their
+// similarity, evidence the passages that matched on each side). It is
+// undirected: From is the lesser node key.
+const EdgePossibleDuplicate = "possible_duplicate"
+
+// DuplicateCandidates is how many of its most similar items an item may
+// be joined to by possible_duplicate edges.
+const DuplicateCandidates = 3
+
+// PossibleDuplicates records a possible_duplicate edge from the item of
+// res to each similar item at least minSimilarity
+// alike (DuplicateEdges) and returns the edges' keys. Re-recording an edge
+// changes nothing (UpsertEdges), so a redone task writes nothing twice.
+func (k *KB) PossibleDuplicates(ctx context.Context, client string, res SimilarResult, minSimilarity float64) ([]string, error) {
+	edges, err := k.DuplicateEdges(ctx, client, res, minSimilarity)
+	if err != nil || len(edges) == 0 {
+		return nil, err
+	}
+	if err := k.graph.For(client).UpsertEdges(ctx, edges...); err != nil {
+		return nil, fmt.Errorf("possible duplicates: %w", err)
+	}
+	keys := make([]string, len(edges))
+	for i, e := range edges {
+		keys[i] = e.Key()
+	}
+	return keys, nil
+}
+
+// DuplicateEdges returns the possible_duplicate edges PossibleDuplicates
+// would record: one to each similar item of res at least minSimilarity
+// alike, unless the two nodes are already joined by an edge of any type (a
+// person linked them, or a source's fields did: what they are to each
+// other is known).
+func (k *KB) DuplicateEdges(ctx context.Context, client string, res SimilarResult, minSimilarity float64) ([]graph.Edge, error) {
+	main := res.Node
+	if len(res.Self) == 0 || main == "" || minSimilarity <= 0 {
+		return nil, nil
+	}
+	var want []Item
+	for _, it := range res.Items {
+		if it.Score >= minSimilarity && len(it.NodeKeys) > 0 && it.NodeKeys[0] != main {
+			want = append(want, it)
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	hood, err := k.graph.For(client).Neighbors(ctx, graph.NeighborQuery{Start: []string{main}, Depth: 1, Limit: 1000})
+	if err != nil {
+		return nil, fmt.Errorf("possible duplicates: %w", err)
+	}
+	joined := make(map[string]bool, len(hood.Edges))
+	for _, e := range hood.Edges {
+		if e.Type != EdgePossibleDuplicate { // one found before is found again
+			joined[e.From], joined[e.To] = true, true
+		}
+	}
+	var edges []graph.Edge
+	for _, it := range want {
+		if other := it.NodeKeys[0]; !joined[other] {
+			edges = append(edges, graph.Edge{Type: EdgePossibleDuplicate, From: min(main, other), To: max(main, other), Confidence: it.Score,
+				Origin: graph.OriginSimilarity, EvidenceChunkIDs: []string{res.Self[0].ChunkID, it.Passages[0].ChunkID}})
+		}
+	}
+	return edges, nil
+}
