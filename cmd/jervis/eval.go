@@ -17,6 +17,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/eval"
+	"github.com/jervis-dev/jervis/kb/rag/weaviate"
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
@@ -111,7 +112,28 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
-	all, err := embedded.Open(ctx, dir)
+	// The chunks go to the configured chunk store (rag.backend): the
+	// embedded one in the fresh directory, or Weaviate, where the client's
+	// tenant is emptied first. The rest is always embedded.
+	var b embedded.Backends
+	chunkStore := "sqlite (embedded)"
+	if a.cfg.RAG.Backend == "weaviate" {
+		w := a.cfg.RAG.Weaviate
+		s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Ping(ctx); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("rag.weaviate.url %s: %w", w.URL, err)
+		}
+		if err := s.For(client).Drop(ctx); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("eval on weaviate: empty client %s: %w", client, err)
+		}
+		b.Chunks, chunkStore = s, "weaviate "+w.URL+" class "+w.Class
+	}
+	all, err := embedded.OpenWith(ctx, dir, b)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +188,8 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 	cost.Seconds = time.Since(start).Seconds()
 	cost.PeakRSSBytes = peakRSS()
 	a.logf("eval: indexed in %.1f s, qualified in %.1f s (the two run together, as in serve); measuring", cost.IndexSeconds, cost.QualifySeconds)
-	return eval.Measure(ctx, eval.Env{Client: client, Store: all.Store, KB: all.KB.KB, Namespaces: a.kinds.Namespaces(), DataDir: dir}, truth, cost)
+	return eval.Measure(ctx, eval.Env{Client: client, Store: all.Store, KB: all.KB.KB, Namespaces: a.kinds.Namespaces(), DataDir: dir,
+		ChunkStore: chunkStore}, truth, cost)
 }
 
 // drainPoll is how often drain reads the queue depths: Stats counts every

@@ -120,8 +120,11 @@ func TestEvalMeasuresTheCorporaAgainstTheirOwnLabels(t *testing.T) {
 		t.Errorf("commit → issue %+v", s.CommitIssues)
 	}
 	d := r.Duplicates
-	if d == nil || d.Pairs != 1 || d.Peer.RecallAt10 != 1 || d.Jervis.RecallAt10 != 1 {
+	if d == nil || d.Pairs != 1 || d.Peer.RecallAt10 != 1 || d.Jervis.RecallAt10 != 1 || d.Similar.RecallAt10 != 1 || len(d.PossibleDuplicates) != 6 {
 		t.Errorf("duplicates %+v", d)
+	}
+	if r.ChunkStore != "sqlite (embedded)" {
+		t.Errorf("chunk store %q", r.ChunkStore)
 	}
 	if r.Junk.JunkNodes != 0 || r.Junk.Nodes == 0 {
 		t.Errorf("junk %+v", r.Junk)

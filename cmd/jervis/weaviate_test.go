@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/integration"
+	"github.com/jervis-dev/jervis/kb/eval"
 )
 
 // serve --demo with rag.backend weaviate: the demo corpus's chunks go to a
@@ -72,5 +73,31 @@ func TestServeDemoOnWeaviate(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("serve: %v", err)
+	}
+}
+
+// eval with rag.backend weaviate: the chunks go to a real Weaviate (the
+// client's tenant emptied first), and the figures are Weaviate's search's.
+func TestEvalOnWeaviate(t *testing.T) {
+	u := integration.Env(t, "TEST_WEAVIATE_URL", "export TEST_WEAVIATE_URL=$(deploy/weaviate.sh start)")
+	t.Parallel()
+	jira, _, _ := evalCorpus(t)
+	class := fmt.Sprintf("JervisEval%d", time.Now().UnixNano()%1e9)
+	defer func() {
+		req, _ := http.NewRequest("DELETE", u+"/v1/schema/"+class, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	env := []string{"JERVIS_RAG_BACKEND=weaviate", "JERVIS_RAG_WEAVIATE_URL=" + u, "JERVIS_RAG_WEAVIATE_CLASS=" + class}
+	for run := range 2 { // the second run starts from an emptied tenant
+		code, out, errOut := runCLI(t, env, "eval", "--json", "--check", jira)
+		var r eval.Report
+		if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+			t.Fatalf("run %d: exit %d %v\n%s\n%s", run, code, err, out, errOut)
+		}
+		if d := r.Duplicates; !strings.HasPrefix(r.ChunkStore, "weaviate "+u) || d == nil || d.Jervis.RecallAt10 != 1 || d.Similar.RecallAt10 != 1 {
+			t.Fatalf("run %d: %s %+v", run, r.ChunkStore, d)
+		}
 	}
 }

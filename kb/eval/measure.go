@@ -32,6 +32,8 @@ type Env struct {
 	Namespaces []string
 	// DataDir is the data directory (its bytes on disk are the cost).
 	DataDir string
+	// ChunkStore names the chunk store searched (rag.backend).
+	ChunkStore string
 }
 
 // Cost is what the run took, as the caller measured it.
@@ -162,6 +164,7 @@ type Junk struct {
 // Report is what Measure found.
 type Report struct {
 	Client       string       `json:"client"`
+	ChunkStore   string       `json:"chunkStore,omitempty"`
 	Completeness Completeness `json:"completeness"`
 	Structure    Structure    `json:"structure"`
 	Duplicates   *Duplicates  `json:"duplicates,omitempty"`
@@ -173,7 +176,7 @@ type Report struct {
 // Measure reads the pipeline's state after a run and measures it against
 // the truth.
 func Measure(ctx context.Context, env Env, t *Truth, cost Cost) (*Report, error) {
-	r := &Report{Client: env.Client, Cost: cost, Notes: t.notes}
+	r := &Report{Client: env.Client, ChunkStore: env.ChunkStore, Cost: cost, Notes: t.notes}
 	if err := r.completeness(ctx, env, t); err != nil {
 		return nil, err
 	}
@@ -648,7 +651,7 @@ func (r *Report) Print(w io.Writer) error {
 	}
 	if d := r.Duplicates; d != nil {
 		fmt.Fprintln(tw)
-		fmt.Fprintf(tw, "DUPLICATE FINDING (%d pairs)\tRECALL@10\tMRR@10\n", d.Pairs)
+		fmt.Fprintf(tw, "DUPLICATE FINDING (%d pairs; chunks in %s)\tRECALL@10\tMRR@10\n", d.Pairs, cmp.Or(r.ChunkStore, "the chunk store"))
 		fmt.Fprintf(tw, "Jervis search (default settings)\t%.3f\t%.3f\n", d.Jervis.RecallAt10, d.Jervis.MRRAt10)
 		fmt.Fprintf(tw, "textbook BM25 peer (k1 %.1f, b %.2f)\t%.3f\t%.3f\n", PeerK1, PeerB, d.Peer.RecallAt10, d.Peer.MRRAt10)
 		fmt.Fprintf(tw, "Jervis similar items (the whole duplicate the query)\t%.3f\t%.3f\n", d.Similar.RecallAt10, d.Similar.MRRAt10)
