@@ -35,7 +35,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, environ [
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	a.endProfile()
+	if err != nil {
 		fmt.Fprintln(stderr, "jervis:", a.redactor.Text(err.Error()))
 		return 1
 	}
@@ -51,6 +53,8 @@ type app struct {
 	configPath, dataDir, logLevel, logFormat string
 	demo                                     bool
 	server, key                              string
+	cpuProfile                               string
+	stopProfile                              func()
 
 	cfg config.Config
 	log *slog.Logger
@@ -70,7 +74,10 @@ func (a *app) rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return a.load(cmd)
+			if err := a.load(cmd); err != nil {
+				return err
+			}
+			return a.startProfile()
 		},
 	}
 	f := root.PersistentFlags()
@@ -80,6 +87,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.logFormat, "log-format", "", `text or json (default "text")`)
 	f.StringVar(&a.server, "server", "", "talk to a running server's REST API (http://host:8080) instead of the local store: search, status, reprocess")
 	f.StringVar(&a.key, "key", "", "API key for --server (or set JERVIS_API_KEY)")
+	f.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.AddCommand(a.serveCommand(), a.statusCommand(), a.importCommand(), a.evalCommand(), a.searchCommand(), a.similarCommand(), a.reprocessCommand(), a.versionCommand())
 	return root
 }

@@ -266,3 +266,18 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d: %q", code, out)
 	}
 }
+
+// --cpuprofile writes a profile go tool pprof reads, whatever the command.
+func TestCPUProfileFlag(t *testing.T) {
+	t.Parallel()
+	path, data := filepath.Join(t.TempDir(), "cpu.prof"), t.TempDir()
+	if code, _, errOut := runCLI(t, nil, "import", "--data", data, "--client", "acme", "--cpuprofile", path, t.TempDir()); code != 0 && !strings.Contains(errOut, "nothing") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if b, err := os.ReadFile(path); err != nil || len(b) == 0 || b[0] != 0x1f { // gzip: pprof's format
+		t.Fatalf("profile: %d bytes, %v", len(b), err)
+	}
+	if code, _, errOut := runCLI(t, nil, "import", "--data", data, "--client", "acme", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p"), t.TempDir()); code == 0 || !strings.Contains(errOut, "--cpuprofile") {
+		t.Fatalf("unwritable profile: exit %d %q", code, errOut)
+	}
+}

@@ -141,4 +141,13 @@ UPDATE documents SET degraded = 1 WHERE json_extract(normalized, '$.warnings') I
 CREATE INDEX documents_degraded ON documents (client, updated_at DESC, id) WHERE degraded = 1;
 ALTER TABLE clients ADD COLUMN namespaces TEXT NOT NULL DEFAULT '[]';
 `,
+	// 6: Stats from indexes, not table scans (the documents' rows carry
+	// their raw payloads; counting them read every page: 0.25 s at 5,000
+	// Jira issues, each time).
+	`
+CREATE INDEX documents_stats ON documents (client, source_type, state);
+CREATE INDEX tasks_stats ON tasks (client, kind, state);
+CREATE INDEX tasks_usage ON tasks (kind) WHERE usage IS NOT NULL AND usage <> '{}';
+CREATE INDEX tasks_state ON tasks (state, updated_at);
+`,
 }
