@@ -78,6 +78,7 @@ func rowSize(b []byte) int32 {
 type tokenizer struct {
 	once sync.Once
 	db   *sql.DB
+	free chan *tokenConn // connections ready for use
 	err  error
 
 	mu    sync.Mutex
@@ -134,35 +135,92 @@ func (t *tokenizer) tokenize(ctx context.Context, words []string) ([][]string, e
 	t.once.Do(func() {
 		t.db, t.err = sql.Open("sqlite", "file::memory:")
 		if t.err == nil {
+			// As many connections as tokenize at once (a connection
+			// held ready is out of the pool: a cap would wait forever);
+			// GOMAXPROCS of them are kept ready.
 			n := runtime.GOMAXPROCS(0)
-			t.db.SetMaxOpenConns(n)
 			t.db.SetMaxIdleConns(n)
+			t.free = make(chan *tokenConn, n)
 		}
 	})
 	if t.err != nil {
 		return nil, t.err
 	}
+	c, err := t.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.tokenize(ctx, words)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	select {
+	case t.free <- c:
+	default:
+		c.close()
+	}
+	return out, nil
+}
+
+// tokenConn is one connection of the tokenizer's in-memory database, its
+// tables made and its statements prepared once: a chunk's upsert
+// tokenizes its text, and making the tables and parsing the statements
+// each time was most of that.
+type tokenConn struct {
+	conn                 *sql.Conn
+	clear, insert, vocab *sql.Stmt
+}
+
+// conn returns a free connection, or a new one.
+func (t *tokenizer) conn(ctx context.Context) (*tokenConn, error) {
+	select {
+	case c := <-t.free:
+		return c, nil
+	default:
+	}
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	// Every connection is its own in-memory database: create the tables on
-	// first use of each.
+	c := &tokenConn{conn: conn}
+	// Every connection is its own in-memory database: its own tables.
 	for _, stmt := range []string{
 		`CREATE VIRTUAL TABLE IF NOT EXISTS q USING fts5(w, tokenize='` + tokenizerSpec + `')`,
 		`CREATE VIRTUAL TABLE IF NOT EXISTS qi USING fts5vocab(q, 'instance')`,
-		`DELETE FROM q`,
 	} {
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			return nil, err
+		if _, err = conn.ExecContext(ctx, stmt); err != nil {
+			break
 		}
 	}
-	list, _ := json.Marshal(words)
-	if _, err := conn.ExecContext(ctx, `INSERT INTO q (rowid, w) SELECT key, value FROM json_each(?)`, string(list)); err != nil {
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&c.clear, `DELETE FROM q`},
+		{&c.insert, `INSERT INTO q (rowid, w) SELECT key, value FROM json_each(?)`},
+		{&c.vocab, `SELECT doc, offset, term FROM qi ORDER BY doc, offset`},
+	} {
+		if err == nil {
+			*p.dst, err = conn.PrepareContext(ctx, p.sql)
+		}
+	}
+	if err != nil {
+		c.close()
 		return nil, err
 	}
-	rows, err := conn.QueryContext(ctx, `SELECT doc, offset, term FROM qi ORDER BY doc, offset`)
+	return c, nil
+}
+
+func (c *tokenConn) tokenize(ctx context.Context, words []string) ([][]string, error) {
+	if _, err := c.clear.ExecContext(ctx); err != nil {
+		return nil, err
+	}
+	list, _ := json.Marshal(words)
+	if _, err := c.insert.ExecContext(ctx, string(list)); err != nil {
+		return nil, err
+	}
+	rows, err := c.vocab.QueryContext(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -179,11 +237,27 @@ func (t *tokenizer) tokenize(ctx context.Context, words []string) ([][]string, e
 	return out, rows.Err()
 }
 
+func (c *tokenConn) close() {
+	for _, st := range []*sql.Stmt{c.clear, c.insert, c.vocab} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	c.conn.Close()
+}
+
 func (t *tokenizer) close() error {
 	if t.db == nil {
 		return nil
 	}
-	return t.db.Close()
+	for {
+		select {
+		case c := <-t.free:
+			c.close()
+		default:
+			return t.db.Close()
+		}
+	}
 }
 
 // bm25 scores the chunks holding any of tokens (one per query word, as

@@ -211,6 +211,44 @@ func TestBM25Concurrent(t *testing.T) {
 	}
 }
 
+// Many upserts at once, more than the tokenizer keeps connections ready
+// for, all finish, and their words are searchable at once.
+func TestUpsertConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	x := openTemp(t).For("acme")
+	if err := x.Upsert(ctx, rag.Chunk{ID: "first", Text: "warm up", SourceURN: "urn:first", Vector: []float32{1, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.BM25(ctx, rag.Query{Text: "warm"}); err != nil { // the index is live from here on
+		t.Fatal(err)
+	}
+	const n = 32
+	done := make(chan error)
+	for i := range n {
+		go func() {
+			done <- x.Upsert(ctx, rag.Chunk{ID: fmt.Sprint(i), Text: fmt.Sprintf("restore drill zeta%d passed", i), SourceURN: fmt.Sprint("urn:", i),
+				Vector: []float32{1, float32(i)}})
+		}()
+	}
+	timeout := time.After(30 * time.Second)
+	for range n {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatal("upserts stuck: a tokenizer connection waited for one held ready?")
+		}
+	}
+	for i := range n {
+		if hits, err := x.BM25(ctx, rag.Query{Text: fmt.Sprintf("zeta%d", i)}); err != nil || len(hits) != 1 || hits[0].Chunk.ID != fmt.Sprint(i) {
+			t.Fatalf("zeta%d: %v %v", i, hits, err)
+		}
+	}
+}
+
 // Preload loads every client's index ahead of its first search.
 func TestPreload(t *testing.T) {
 	t.Parallel()
