@@ -112,28 +112,7 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
-	// The chunks go to the configured chunk store (rag.backend): the
-	// embedded one in the fresh directory, or Weaviate, where the client's
-	// tenant is emptied first. The rest is always embedded.
-	var b embedded.Backends
-	chunkStore := "sqlite (embedded)"
-	if a.cfg.RAG.Backend == "weaviate" {
-		w := a.cfg.RAG.Weaviate
-		s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout})
-		if err != nil {
-			return nil, err
-		}
-		if err := s.Ping(ctx); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("rag.weaviate.url %s: %w", w.URL, err)
-		}
-		if err := s.For(client).Drop(ctx); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("eval on weaviate: empty client %s: %w", client, err)
-		}
-		b.Chunks, chunkStore = s, "weaviate "+w.URL+" class "+w.Class
-	}
-	all, err := embedded.OpenWith(ctx, dir, b)
+	all, chunkStore, err := a.openMeasured(ctx, dir, client)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +171,34 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 		ChunkStore: chunkStore}, truth, cost)
 }
 
+// openMeasured opens the stores of a measured run (eval, bench) in the
+// fresh directory dir: the chunks go to the configured chunk store
+// (rag.backend) — the embedded one in dir, or Weaviate, where the client's
+// tenant is emptied first —; the rest is always embedded. It returns what
+// the chunk store is, in words.
+func (a *app) openMeasured(ctx context.Context, dir, client string) (*embedded.All, string, error) {
+	var b embedded.Backends
+	chunkStore := "sqlite (embedded)"
+	if a.cfg.RAG.Backend == "weaviate" {
+		w := a.cfg.RAG.Weaviate
+		s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout})
+		if err != nil {
+			return nil, "", err
+		}
+		if err := s.Ping(ctx); err != nil {
+			s.Close()
+			return nil, "", fmt.Errorf("rag.weaviate.url %s: %w", w.URL, err)
+		}
+		if err := s.For(client).Drop(ctx); err != nil {
+			s.Close()
+			return nil, "", fmt.Errorf("empty client %s in weaviate: %w", client, err)
+		}
+		b.Chunks, chunkStore = s, "weaviate "+w.URL+" class "+w.Class
+	}
+	all, err := embedded.OpenWith(ctx, dir, b)
+	return all, chunkStore, err
+}
+
 // drainPoll is how often drain reads the queue depths: Stats counts every
 // document and task, so reading it often costs the pipeline it measures
 // (every 50 ms took a third of the CPU of a 3,000-message run).
@@ -202,6 +209,12 @@ const drainPoll = 500 * time.Millisecond
 // tasks finished; it returns when the last document was indexed and when
 // the last task was qualified, from its start.
 func (a *app) drain(ctx context.Context, st store.Store, k *embedded.KB) (indexed, qualified time.Duration, err error) {
+	return a.drainWhile(ctx, st, k, nil)
+}
+
+// drainWhile is drain that also waits, when done is not nil, until done
+// says so (documents still arriving).
+func (a *app) drainWhile(ctx context.Context, st store.Store, k *embedded.KB, done func() bool) (indexed, qualified time.Duration, err error) {
 	ix, err := a.indexers(st)
 	if err != nil {
 		return 0, 0, err
@@ -220,10 +233,11 @@ func (a *app) drain(ctx context.Context, st store.Store, k *embedded.KB) (indexe
 		if docs == 0 && indexed == 0 {
 			indexed = time.Since(start)
 		}
-		if docs+tasks == 0 {
+		idle := docs+tasks == 0 && (done == nil || done())
+		if idle {
 			bar.Finish()
 		}
-		return docs+tasks == 0
+		return idle
 	}, ix, q)
 	return indexed, time.Since(start), err
 }

@@ -11,3 +11,6 @@ func peakRSS() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.Sys)
 }
+
+// cpuSeconds is not read on this platform.
+func cpuSeconds() float64 { return 0 }

@@ -1,0 +1,528 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embedded"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/importer"
+)
+
+// BenchRun is what jervis bench measured on one corpus.
+type BenchRun struct {
+	Corpus    string `json:"corpus"`
+	Documents int    `json:"documents"`
+	Chunks    int    `json:"chunks"`
+	// Wall-clock seconds: store (the import), then index and qualify (run
+	// together, as in serve), and all of it.
+	StoreSeconds   float64 `json:"storeSeconds"`
+	IndexSeconds   float64 `json:"indexSeconds"`
+	QualifySeconds float64 `json:"qualifySeconds"`
+	Seconds        float64 `json:"seconds"`
+	DocsPerSecond  float64 `json:"documentsPerSecond"`
+	// CPU-seconds (user + system, the whole process) per 1,000 documents.
+	StoreCPUPer1000    float64 `json:"storeCpuSecondsPer1000"`
+	PipelineCPUPer1000 float64 `json:"pipelineCpuSecondsPer1000"`
+	// Freshness: documents trickled in while the bulk is indexed and
+	// qualified, from stored NEW to the first search that returns them.
+	Freshness Latency `json:"freshness"`
+	// Search at the corpus's size: default hybrid search, depth-2
+	// expansion, one client, then 16 at once.
+	Search1  Latency `json:"search1"`
+	Search16 Latency `json:"search16"`
+	// Memory and disk.
+	PeakRSSBytes     int64   `json:"peakRssBytes"`
+	HeapBytes        uint64  `json:"heapBytes"`
+	DiskBytesPer1000 float64 `json:"diskBytesPer1000"`
+}
+
+// Latency is a distribution of durations, in milliseconds.
+type Latency struct {
+	N         int     `json:"n"`
+	Missed    int     `json:"missed,omitempty"` // never seen within the time allowed
+	P50       float64 `json:"p50Ms"`
+	P99       float64 `json:"p99Ms"`
+	PerSecond float64 `json:"perSecond,omitempty"`
+}
+
+// Roofline is what this machine does with the same pieces, raw, in the
+// same run: every pipeline figure is read against it.
+type Roofline struct {
+	SQLiteTxPerSecond   float64 `json:"sqliteTransactionsPerSecond"` // one small insert each
+	SQLiteRowsPerSecond float64 `json:"sqliteRowsPerSecond"`         // many inserts in one transaction
+	EmbedPerSecond      float64 `json:"embeddingsPerSecond"`         // chunk-sized texts, the configured embedder
+	VectorScanPerSecond float64 `json:"vectorScanPerSecond"`         // float32 dot products of its dimension
+	EmbeddingDimensions int     `json:"embeddingDimensions"`
+}
+
+// BenchReport is jervis bench's answer.
+type BenchReport struct {
+	Machine  string     `json:"machine"`
+	Roofline Roofline   `json:"roofline"`
+	Runs     []BenchRun `json:"runs"`
+}
+
+func (a *app) benchCommand() *cobra.Command {
+	var (
+		asJSON  bool
+		corpora []string
+		trickle int
+	)
+	cmd := &cobra.Command{
+		Use:   "bench [--json] [--corpus PATH[,PATH...]]... [--trickle N]",
+		Short: "Measure the whole pipeline on real corpora: documents/s per stage, freshness, search latency, memory, beside this machine's raw rates",
+		Long: `bench runs the whole pipeline in this process (the configured chunk store — embedded,
+or Weaviate with rag.backend weaviate —, the embedded pipeline store and graph, the rules
+qualifier) on each corpus in a fresh data directory, and reports:
+
+  documents/s    end to end, and the wall-clock seconds of store (the import), index and
+                 qualify (the last two run together, as in serve); CPU-seconds per 1,000
+                 documents
+  freshness      --trickle documents (default 40) written one every 100 ms while the bulk is
+                 indexed and qualified: from stored NEW to the first search that returns it
+  search         the default search (hybrid, depth-2 expansion) at the corpus's size, by the
+                 titles of its documents: 1 client, then 16 at once
+  memory, disk   peak RSS, heap after the run, bytes on disk per 1,000 documents
+  roofline       measured in the same run: SQLite transactions/s and rows/s on this disk, the
+                 embedder's texts/s, float32 vector scan rate
+
+--corpus takes a comma-separated list of paths imported together as one corpus (repeat
+it for several); by default the dev corpora in ../shared/corpus when present (the Jira
+project, the mailing list).`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(corpora) == 0 {
+				corpora = defaultBenchCorpora()
+			}
+			if len(corpora) == 0 {
+				return errors.New("no corpus: give --corpus PATH (the dev corpora are not in ../shared/corpus)")
+			}
+			if trickle < 0 || trickle > 10_000 {
+				return fmt.Errorf("--trickle %d is not 0..10000", trickle)
+			}
+			ctx := cmd.Context()
+			rep := BenchReport{Machine: machine()}
+			for _, c := range corpora {
+				run, err := a.benchOne(ctx, strings.Split(c, ","), trickle)
+				if err != nil {
+					return fmt.Errorf("bench %s: %w", c, err)
+				}
+				rep.Runs = append(rep.Runs, run)
+			}
+			a.logf("bench: the roofline")
+			var err error
+			if rep.Roofline, err = a.roofline(ctx, rep.Runs); err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			return rep.print(a.stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	f.StringArrayVar(&corpora, "corpus", nil, "paths imported together as one corpus, comma-separated (repeat for several)")
+	f.IntVar(&trickle, "trickle", 40, "documents trickled in during the bulk to measure freshness (0: none)")
+	return cmd
+}
+
+// defaultBenchCorpora are the dev corpora present in ../shared/corpus.
+func defaultBenchCorpora() []string {
+	dir := filepath.Join("..", "shared", "corpus")
+	var out []string
+	for _, f := range []string{"jira-timob-20000-28999.tar.gz", "openbmc-3000.mbox.gz"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			out = append(out, filepath.Join(dir, f))
+		}
+	}
+	return out
+}
+
+// machine describes this machine in a line.
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d cores (GOMAXPROCS %d)", cpu, numCPU(), gomaxprocs())
+}
+
+const benchClient = "bench"
+
+// benchOne runs the pipeline over one corpus in a fresh directory.
+func (a *app) benchOne(ctx context.Context, paths []string, trickle int) (BenchRun, error) {
+	run := BenchRun{Corpus: strings.Join(paths, ",")}
+	dir, err := os.MkdirTemp("", "jervis-bench-")
+	if err != nil {
+		return run, err
+	}
+	defer os.RemoveAll(dir)
+	all, _, err := a.openMeasured(ctx, dir, benchClient)
+	if err != nil {
+		return run, err
+	}
+	defer all.Close()
+
+	a.logf("bench: importing %s", run.Corpus)
+	start, cpu0 := time.Now(), cpuSeconds()
+	im := &importer.Importer{Store: all.Store, Kinds: a.kinds, Client: benchClient, Connection: "bench", DataDir: dir}
+	sum, err := a.importWith(ctx, all.Store, im, paths, false)
+	if err != nil {
+		return run, err
+	}
+	run.Documents = sum.Documents
+	run.StoreSeconds, run.StoreCPUPer1000 = time.Since(start).Seconds(), per1000(cpuSeconds()-cpu0, run.Documents)
+
+	// The bulk is indexed and qualified while documents trickle in and a
+	// searcher looks for each.
+	fresh := &freshness{}
+	trickleCtx, stopTrickle := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if trickle > 0 {
+		wg.Go(func() { fresh.trickle(trickleCtx, pollers.Ingester{Store: all.Store, Kinds: a.kinds}, trickle) })
+		wg.Go(func() { fresh.search(trickleCtx, all.KB.KB) })
+	}
+	cpuDrain := cpuSeconds()
+	indexed, qualified, err := a.drainWhile(ctx, all.Store, all.KB, func() bool { return fresh.done(trickle) })
+	stopTrickle()
+	wg.Wait()
+	if err != nil {
+		return run, err
+	}
+	run.IndexSeconds, run.QualifySeconds = indexed.Seconds(), qualified.Seconds()
+	run.PipelineCPUPer1000 = per1000(cpuSeconds()-cpuDrain, run.Documents)
+	run.Seconds = time.Since(start).Seconds()
+	if run.Seconds > 0 {
+		run.DocsPerSecond = float64(run.Documents) / run.Seconds
+	}
+	run.Freshness = fresh.latency(trickle)
+	if run.Chunks, err = all.Chunks.For(benchClient).Count(ctx); err != nil {
+		return run, err
+	}
+
+	a.logf("bench: searching %d chunks", run.Chunks)
+	queries, err := benchQueries(ctx, all.Store, 200)
+	if err != nil {
+		return run, err
+	}
+	if run.Search1, err = searchLatency(ctx, all.KB.KB, queries, 1); err != nil {
+		return run, err
+	}
+	if run.Search16, err = searchLatency(ctx, all.KB.KB, queries, 16); err != nil {
+		return run, err
+	}
+	run.PeakRSSBytes, run.HeapBytes = peakRSS(), heapBytes()
+	var disk int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				disk += info.Size()
+			}
+		}
+		return nil
+	})
+	run.DiskBytesPer1000 = per1000(float64(disk), run.Documents)
+	return run, nil
+}
+
+func per1000(v float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return v * 1000 / float64(n)
+}
+
+// freshness trickles documents in and times until search returns each.
+type freshness struct {
+	mu     sync.Mutex
+	stored map[int]time.Time // trickled document → when it was stored
+	seen   map[int]time.Duration
+	sent   int
+}
+
+// freshWord is the word only trickled document i holds.
+func freshWord(i int) string { return fmt.Sprintf("zqfresh%dx", i) }
+
+// trickle stores n notes, one every 100 ms, through the one ingest path.
+func (f *freshness) trickle(ctx context.Context, in pollers.Ingester, n int) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for i := range n {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		body := fmt.Sprintf("# Release note %d\n\nThe build %s shipped to the staging ring; watch the error budget.\n", i, freshWord(i))
+		at := time.Now()
+		if _, err := in.File(ctx, benchClient, "bench-trickle", fmt.Sprintf("fresh-%d.md", i), strings.NewReader(body), nil); err != nil {
+			return
+		}
+		f.mu.Lock()
+		if f.stored == nil {
+			f.stored, f.seen = map[int]time.Time{}, map[int]time.Duration{}
+		}
+		f.stored[i] = at
+		f.sent++
+		f.mu.Unlock()
+	}
+}
+
+// search looks for every stored, unseen trickled document every 20 ms.
+func (f *freshness) search(ctx context.Context, k *kb.KB) {
+	zero, none := 0.0, 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		f.mu.Lock()
+		var want []int
+		for i := range f.stored {
+			if _, ok := f.seen[i]; !ok {
+				want = append(want, i)
+			}
+		}
+		f.mu.Unlock()
+		for _, i := range want {
+			pack, err := k.Search(ctx, kb.SearchRequest{Client: benchClient, Query: freshWord(i), Alpha: &zero, Expand: &none, Limit: 1})
+			if err != nil || len(pack.Items) == 0 {
+				continue
+			}
+			now := time.Now()
+			f.mu.Lock()
+			f.seen[i] = now.Sub(f.stored[i])
+			f.mu.Unlock()
+		}
+	}
+}
+
+// done says whether every one of n documents was trickled and seen.
+func (f *freshness) done(n int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sent == n && len(f.seen) == n
+}
+
+func (f *freshness) latency(n int) Latency {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ds []time.Duration
+	for _, d := range f.seen {
+		ds = append(ds, d)
+	}
+	l := latencyOf(ds, 0)
+	l.Missed = n - len(ds)
+	return l
+}
+
+func latencyOf(ds []time.Duration, wall time.Duration) Latency {
+	l := Latency{N: len(ds)}
+	if len(ds) == 0 {
+		return l
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 {
+		i := min(len(ds)-1, int(math.Ceil(q*float64(len(ds))))-1)
+		return float64(ds[max(0, i)].Microseconds()) / 1000
+	}
+	l.P50, l.P99 = at(0.50), at(0.99)
+	if wall > 0 {
+		l.PerSecond = float64(len(ds)) / wall.Seconds()
+	}
+	return l
+}
+
+// benchQueries are the titles of up to n documents.
+func benchQueries(ctx context.Context, st store.Store, n int) ([]string, error) {
+	docs, err := st.ListDocuments(ctx, store.DocumentQuery{Client: benchClient, Limit: n})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range docs {
+		if t := strings.TrimSpace(d.Normalized.Title); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// searchLatency runs the queries with clients searching at once, each
+// client the whole list.
+func searchLatency(ctx context.Context, k *kb.KB, queries []string, clients int) (Latency, error) {
+	if len(queries) == 0 {
+		return Latency{}, nil
+	}
+	var mu sync.Mutex
+	var all []time.Duration
+	var firstErr error
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			var ds []time.Duration
+			for i := range queries {
+				q := queries[(i+c*7)%len(queries)]
+				t := time.Now()
+				if _, err := k.Search(ctx, kb.SearchRequest{Client: benchClient, Query: q}); err != nil {
+					mu.Lock()
+					firstErr = cmpErr(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				ds = append(ds, time.Since(t))
+			}
+			mu.Lock()
+			all = append(all, ds...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return latencyOf(all, time.Since(start)), firstErr
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// roofline measures the raw rates of this machine's pieces: SQLite on the
+// data directory's disk, the configured embedder, a float32 vector scan.
+func (a *app) roofline(ctx context.Context, runs []BenchRun) (Roofline, error) {
+	var r Roofline
+	dir, err := os.MkdirTemp("", "jervis-roofline-")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: filepath.Join(dir, "raw.db"), Migrations: []string{`CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)`}})
+	if err != nil {
+		return r, err
+	}
+	defer db.Close()
+	const txs, rows = 2000, 100_000
+	row := strings.Repeat("x", 200)
+	start := time.Now()
+	for i := range txs {
+		if err := db.Write(ctx, "raw", func(tx sqlitedb.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO t (k, v) VALUES (?, ?)`, i, row)
+			return err
+		}); err != nil {
+			return r, err
+		}
+	}
+	r.SQLiteTxPerSecond = txs / time.Since(start).Seconds()
+	start = time.Now()
+	if err := db.Write(ctx, "raw", func(tx sqlitedb.Tx) error {
+		for i := range rows {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO t (k, v) VALUES (?, ?)`, txs+i, row); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	r.SQLiteRowsPerSecond = rows / time.Since(start).Seconds()
+
+	k, err := embedded.OpenKB(ctx, dir, nil)
+	if err != nil {
+		return r, err
+	}
+	defer k.Close()
+	texts := make([]string, 2000)
+	for i := range texts { // about a chunk: 256 tokens of prose
+		texts[i] = strings.Repeat(fmt.Sprintf("The release %d of the checkout service failed its canary because the session cache kept stale tokens. ", i), 12)
+	}
+	start = time.Now()
+	var vecs [][]float32
+	for lo := 0; lo < len(texts); lo += 32 {
+		vs, err := k.Embedder.Embed(ctx, texts[lo:min(len(texts), lo+32)])
+		if err != nil {
+			return r, err
+		}
+		vecs = append(vecs, vs...)
+	}
+	r.EmbedPerSecond = float64(len(texts)) / time.Since(start).Seconds()
+	if len(vecs) > 0 {
+		dim := len(vecs[0])
+		r.EmbeddingDimensions = dim
+		const n = 100_000
+		flat := make([]float32, n*dim)
+		for i := range flat {
+			flat[i] = float32(i%97) / 97
+		}
+		q := vecs[0]
+		start = time.Now()
+		var sink float32
+		const passes = 5
+		for range passes {
+			for i := 0; i < n; i++ {
+				var s float32
+				row := flat[i*dim : (i+1)*dim]
+				for j, x := range q {
+					s += x * row[j]
+				}
+				sink += s
+			}
+		}
+		r.VectorScanPerSecond = passes * n / time.Since(start).Seconds()
+		_ = sink
+	}
+	return r, nil
+}
+
+func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "machine\t%s\n", rep.Machine)
+	r := rep.Roofline
+	fmt.Fprintf(tw, "roofline\tSQLite %.0f transactions/s, %.0f rows/s in one transaction; embedder %.0f chunk texts/s (%d-d); vector scan %.1f M vectors/s\n\n",
+		r.SQLiteTxPerSecond, r.SQLiteRowsPerSecond, r.EmbedPerSecond, r.EmbeddingDimensions, r.VectorScanPerSecond/1e6)
+	fmt.Fprintln(tw, "CORPUS\tDOCS\tCHUNKS\tDOCS/S\tSTORE S\tINDEX S\tQUALIFY S\tCPU S/1K (STORE, PIPELINE)\tFRESH P50/P99 MS\tSEARCH P50/P99 MS (1)\tSEARCH P50/P99 MS, REQ/S (16)\tPEAK RSS MIB\tDISK MIB/1K")
+	for _, x := range rep.Runs {
+		chunksPerSec := 0.0
+		if x.QualifySeconds > 0 {
+			chunksPerSec = float64(x.Chunks) / x.QualifySeconds
+		}
+		fresh := fmt.Sprintf("%.0f / %.0f", x.Freshness.P50, x.Freshness.P99)
+		if x.Freshness.Missed > 0 {
+			fresh += fmt.Sprintf(" (%d never)", x.Freshness.Missed)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f, %.1f\t%s\t%.1f / %.1f\t%.1f / %.1f, %.0f\t%d\t%.1f\n",
+			filepath.Base(x.Corpus), x.Documents, x.Chunks, x.DocsPerSecond, x.StoreSeconds, x.IndexSeconds, x.QualifySeconds,
+			x.StoreCPUPer1000, x.PipelineCPUPer1000, fresh, x.Search1.P50, x.Search1.P99, x.Search16.P50, x.Search16.P99, x.Search16.PerSecond,
+			x.PeakRSSBytes>>20, x.DiskBytesPer1000/(1<<20))
+		if r.SQLiteRowsPerSecond > 0 && r.EmbedPerSecond > 0 {
+			fmt.Fprintf(tw, "  of the roofline\tchunks written %.0f/s = %.1f %% of SQLite's rows/s; %.1f %% of the embedder's rate\n",
+				chunksPerSec, 100*chunksPerSec/r.SQLiteRowsPerSecond, 100*chunksPerSec/r.EmbedPerSecond)
+		}
+	}
+	return tw.Flush()
+}

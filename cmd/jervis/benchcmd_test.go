@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// jervis bench on a small corpus: every figure is there, the trickled
+// documents are all found by search, and the table names each part.
+func TestBenchCommand(t *testing.T) {
+	t.Parallel()
+	jira, mail, _ := evalCorpus(t)
+	code, out, errOut := runCLI(t, nil, "bench", "--json", "--trickle", "5", "--corpus", jira+","+mail)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rep BenchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err, out)
+	}
+	r := rep.Roofline
+	if r.SQLiteTxPerSecond <= 0 || r.SQLiteRowsPerSecond <= r.SQLiteTxPerSecond || r.EmbedPerSecond <= 0 || r.VectorScanPerSecond <= 0 || r.EmbeddingDimensions == 0 {
+		t.Errorf("roofline %+v", r)
+	}
+	if len(rep.Runs) != 1 {
+		t.Fatalf("runs %+v", rep.Runs)
+	}
+	x := rep.Runs[0]
+	// 5 issues, 3 messages, 5 trickled notes.
+	if x.Documents != 8 || x.Chunks == 0 || x.DocsPerSecond <= 0 || x.QualifySeconds <= 0 || x.PipelineCPUPer1000 <= 0 || x.PeakRSSBytes <= 0 || x.DiskBytesPer1000 <= 0 {
+		t.Errorf("run %+v", x)
+	}
+	if x.Freshness.N != 5 || x.Freshness.Missed != 0 || x.Freshness.P50 <= 0 || x.Freshness.P99 < x.Freshness.P50 {
+		t.Errorf("freshness %+v", x.Freshness)
+	}
+	if x.Search1.N == 0 || x.Search16.N != 16*x.Search1.N || x.Search16.PerSecond <= 0 {
+		t.Errorf("search %+v %+v", x.Search1, x.Search16)
+	}
+	code, out, errOut = runCLI(t, nil, "bench", "--trickle", "0", "--corpus", jira)
+	for _, want := range []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("table lacks %q (exit %d):\n%s\n%s", want, code, out, errOut)
+		}
+	}
+	if code, _, errOut := runCLI(t, nil, "bench", "--trickle", "-1", "--corpus", jira); code == 0 || !strings.Contains(errOut, "--trickle") {
+		t.Errorf("bad --trickle: exit %d %q", code, errOut)
+	}
+}
