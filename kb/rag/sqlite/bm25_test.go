@@ -212,11 +212,14 @@ func TestBM25Concurrent(t *testing.T) {
 }
 
 // Many upserts at once, more than the tokenizer keeps connections ready
-// for, all finish, and their words are searchable at once.
+// for, all finish, their words are searchable at once, and the in-memory
+// index took every one of them in turn: it was never left stale (which
+// makes the next search reload all of it).
 func TestUpsertConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	x := openTemp(t).For("acme")
+	s := openTemp(t)
+	x := s.For("acme")
 	if err := x.Upsert(ctx, rag.Chunk{ID: "first", Text: "warm up", SourceURN: "urn:first", Vector: []float32{1, 0}}); err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +244,9 @@ func TestUpsertConcurrent(t *testing.T) {
 		case <-timeout:
 			t.Fatal("upserts stuck: a tokenizer connection waited for one held ready?")
 		}
+	}
+	if v := s.vectorsOf("acme"); v.gen != n+1 {
+		t.Fatalf("in-memory index at generation %d after %d writes: stale, reloaded on the next search", v.gen, n+1)
 	}
 	for i := range n {
 		if hits, err := x.BM25(ctx, rag.Query{Text: fmt.Sprintf("zeta%d", i)}); err != nil || len(hits) != 1 || hits[0].Chunk.ID != fmt.Sprint(i) {

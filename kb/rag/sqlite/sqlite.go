@@ -199,6 +199,16 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	for i, c := range chunks {
 		normalized[i] = rag.Normalize(c.Vector)
 	}
+	// The postings' tokens, by FTS5, before the order is taken: each
+	// chunk's title and text (those the write finds unchanged go unused).
+	texts := make([]string, 0, 2*len(chunks))
+	for _, c := range chunks {
+		texts = append(texts, c.Title, c.Text)
+	}
+	tokens, tokErr := x.s.tok.tokenize(ctx, texts)
+	v := x.s.vectorsOf(x.client)
+	v.order.Lock()
+	defer v.order.Unlock()
 	var gen int64
 	seqs, lens := make([]int64, len(chunks)), make([]int32, len(chunks))
 	changed := make([]bool, len(chunks)) // new text: new postings
@@ -255,16 +265,6 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if err != nil {
 		return err
 	}
-	// The postings of new texts and titles, tokenized by FTS5 before the
-	// lock is taken.
-	var texts []string
-	for i, c := range chunks {
-		if changed[i] {
-			texts = append(texts, c.Title, c.Text)
-		}
-	}
-	tokens, tokErr := x.s.tok.tokenize(ctx, texts)
-	v := x.s.vectorsOf(x.client)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.gen == gen-1 && tokErr == nil {
@@ -272,13 +272,12 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 			var terms map[string]float32
 			if changed[i] {
 				terms = map[string]float32{}
-				for _, t := range tokens[0] {
+				for _, t := range tokens[2*i] {
 					terms[t] += columnWeights[0]
 				}
-				for _, t := range tokens[1] {
+				for _, t := range tokens[2*i+1] {
 					terms[t] += columnWeights[1]
 				}
-				tokens = tokens[2:]
 			}
 			v.put(c, normalized[i], seqs[i], lens[i], terms)
 		}
@@ -436,6 +435,9 @@ func (x *index) deleteWhere(ctx context.Context, where string, arg any) (int, er
 	}
 	var ids []string
 	var gen int64
+	v := x.s.vectorsOf(x.client)
+	v.order.Lock() // see vectors.order
+	defer v.order.Unlock()
 	err := x.s.db.Write(ctx, "delete chunks", func(tx sqlitedb.Tx) error {
 		ids = ids[:0]
 		rows, err := tx.QueryContext(ctx, `SELECT seq, id FROM chunks WHERE client = ? AND `+where, x.client, arg)
@@ -470,7 +472,6 @@ func (x *index) deleteWhere(ctx context.Context, where string, arg any) (int, er
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	v := x.s.vectorsOf(x.client)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.gen == gen-1 {

@@ -26,6 +26,12 @@ import (
 // BM25 normalises by), so that BM25 can be scored from the FTS5 postings
 // without a per-row lookup (bm25.go).
 type vectors struct {
+	// order is held by a write of this process from before its
+	// transaction until its change is applied here, so that writes apply
+	// in the order they committed: two writers that applied out of order
+	// made the index stale, and the next search reloaded all of it (under
+	// a bulk import, every search).
+	order    sync.Mutex
 	mu       sync.RWMutex
 	gen      int64 // generation loaded; -1 = not loaded or stale
 	dim      int
