@@ -132,16 +132,23 @@ func (x *index) current(ctx context.Context) (*vectors, error) {
 		return nil, err
 	}
 	v := x.s.vectorsOf(x.client)
-	var gen int64
-	err := x.s.db.QueryRow(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen)
+	gen, err := x.generation(ctx)
 	if err != nil {
-		return nil, x.s.db.Explain("vector generation", err)
+		return nil, err
 	}
 	v.mu.RLock()
 	if v.gen == gen {
 		return v, nil
 	}
 	v.mu.RUnlock()
+	// A write of this process may have committed and not applied yet:
+	// wait for it (vectors.order), and read the generation again. What
+	// differs then was written by another process (or never loaded).
+	v.order.Lock()
+	defer v.order.Unlock()
+	if gen, err = x.generation(ctx); err != nil {
+		return nil, err
+	}
 	v.mu.Lock()
 	if v.gen != gen {
 		if err := x.load(ctx, v); err != nil {
@@ -152,6 +159,16 @@ func (x *index) current(ctx context.Context) (*vectors, error) {
 	v.mu.Unlock()
 	v.mu.RLock()
 	return v, nil
+}
+
+// generation reads the client's generation.
+func (x *index) generation(ctx context.Context) (int64, error) {
+	var gen int64
+	err := x.s.db.QueryRow(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen)
+	if err != nil {
+		return 0, x.s.db.Explain("vector generation", err)
+	}
+	return gen, nil
 }
 
 // load reads the client's vectors in one transaction, so they match the
