@@ -524,6 +524,7 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 	fmt.Fprintf(tw, "roofline\tSQLite %.0f transactions/s, %.0f rows/s in one transaction; embedder %.0f chunk texts/s (%d-d); vector scan %.1f M vectors/s\n\n",
 		r.SQLiteTxPerSecond, r.SQLiteRowsPerSecond, r.EmbedPerSecond, r.EmbeddingDimensions, r.VectorScanPerSecond/1e6)
 	fmt.Fprintln(tw, "CORPUS\tDOCS\tCHUNKS\tDOCS/S\tSTORE S\tINDEX S\tQUALIFY S\tCPU S/1K (STORE, PIPELINE)\tFRESH P50/P99 MS\tSEARCH P50/P99 MS (1)\tSEARCH P50/P99 MS, REQ/S (16)\tPEAK RSS MIB\tDISK MIB/1K")
+	var notes []string
 	for _, x := range rep.Runs {
 		chunksPerSec := 0.0
 		if x.QualifySeconds > 0 {
@@ -538,9 +539,15 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 			x.StoreCPUPer1000, x.PipelineCPUPer1000, fresh, x.Search1.P50, x.Search1.P99, x.Search16.P50, x.Search16.P99, x.Search16.PerSecond,
 			x.PeakRSSBytes>>20, x.DiskBytesPer1000/(1<<20))
 		if r.SQLiteRowsPerSecond > 0 && r.EmbedPerSecond > 0 {
-			fmt.Fprintf(tw, "  of the roofline\tchunks written %.0f/s = %.1f %% of SQLite's rows/s; %.1f %% of the embedder's rate\n",
-				chunksPerSec, 100*chunksPerSec/r.SQLiteRowsPerSecond, 100*chunksPerSec/r.EmbedPerSecond)
+			notes = append(notes, fmt.Sprintf("%s of the roofline: chunks written %.0f/s = %.1f %% of SQLite's rows/s, %.1f %% of the embedder's rate",
+				filepath.Base(x.Corpus), chunksPerSec, 100*chunksPerSec/r.SQLiteRowsPerSecond, 100*chunksPerSec/r.EmbedPerSecond))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+	return nil
 }
