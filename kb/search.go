@@ -176,6 +176,9 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 	t = lap("retrieve", t)
 
 	if group == GroupItem {
+		if !slices.Contains(req.Filter.Kinds, KindLink) {
+			hits = slices.DeleteFunc(hits, isLinkContext)
+		}
 		pack.Items = rankItems(hits, limit)
 		if err := k.passageTexts(ctx, req.Client, pack.Items); err != nil {
 			return pack, err
@@ -263,6 +266,12 @@ func rankItems(hits []rag.Hit, limit int) []Item {
 	}
 	return items[:min(limit, len(items))] // in the order of their best passages
 }
+
+// isLinkContext reports a link's context: an excerpt of the item the link
+// is in, not an item of its own (the item ranks by its own text; the link
+// is reached through the graph, found_in). Items leave them out unless a
+// filter asks for them.
+func isLinkContext(h rag.Hit) bool { return h.Chunk.Kind == KindLink }
 
 // passageTexts reads the texts (and the items' titles) of the items'
 // passages that came without them (rag.Query.NoText), in one call.

@@ -272,3 +272,43 @@ func TestSearchRanksItems(t *testing.T) {
 		t.Fatalf("bad group: %v", err)
 	}
 }
+
+// A link's context (kind link) is an excerpt of the item the link is in:
+// items leave it out, passages keep it, and a filter for it finds it.
+func TestSearchItemsLeaveOutLinkContexts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	const text = "The checkout service drops the session cache after a password reset."
+	if _, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "jira:ops-1", Title: "Checkout loses the session", Content: text,
+		SourceURN: "JIRA:OPS-1", SourceType: "JIRA", Kind: kb.KindBody}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "link:https://ci.acme.test/7", Content: "Link https://ci.acme.test/7 found in OPS-1:\n\n" + text,
+		Relations: []kb.MetaRelation{{From: "link:https://ci.acme.test/7", Type: "found_in", To: "jira:ops-1"}}, SourceURN: "link:t1", SourceType: "JIRA", Kind: kb.KindLink}); err != nil {
+		t.Fatal(err)
+	}
+	urns := func(group string, kinds ...string) []string {
+		t.Helper()
+		pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "session cache password reset", Group: group, Filter: rag.Filter{Kinds: kinds}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, it := range pack.Items {
+			if it.Kind == kb.ItemSource || it.Kind == kb.ItemPassage {
+				out = append(out, it.SourceURN)
+			}
+		}
+		return out
+	}
+	if got := urns(kb.GroupItem); !slices.Equal(got, []string{"JIRA:OPS-1"}) {
+		t.Errorf("items %v", got)
+	}
+	if got := urns(kb.GroupPassage); len(got) != 2 {
+		t.Errorf("passages %v", got)
+	}
+	if got := urns(kb.GroupItem, kb.KindLink); !slices.Equal(got, []string{"link:t1"}) {
+		t.Errorf("items of kind link %v", got)
+	}
+}
