@@ -199,13 +199,6 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	for i, c := range chunks {
 		normalized[i] = rag.Normalize(c.Vector)
 	}
-	// The postings' tokens, by FTS5, before the order is taken: each
-	// chunk's title and text (those the write finds unchanged go unused).
-	texts := make([]string, 0, 2*len(chunks))
-	for _, c := range chunks {
-		texts = append(texts, c.Title, c.Text)
-	}
-	tokens, tokErr := x.s.tok.tokenize(ctx, texts)
 	v := x.s.vectorsOf(x.client)
 	v.order.Lock()
 	defer v.order.Unlock()
@@ -265,19 +258,35 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if err != nil {
 		return err
 	}
+	// The in-memory index takes the write when it is loaded and holds
+	// every earlier one (v.gen cannot move while the order is held): the
+	// postings of the new texts and titles, tokenized by FTS5. An index
+	// not loaded is read whole on its first search; nothing is tokenized
+	// for it.
+	v.mu.RLock()
+	live := v.gen == gen-1
+	v.mu.RUnlock()
+	var texts []string
+	for i, c := range chunks {
+		if live && changed[i] {
+			texts = append(texts, c.Title, c.Text)
+		}
+	}
+	tokens, tokErr := x.s.tok.tokenize(ctx, texts)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.gen == gen-1 && tokErr == nil {
+	if live && tokErr == nil {
 		for i, c := range chunks {
 			var terms map[string]float32
 			if changed[i] {
 				terms = map[string]float32{}
-				for _, t := range tokens[2*i] {
+				for _, t := range tokens[0] {
 					terms[t] += columnWeights[0]
 				}
-				for _, t := range tokens[2*i+1] {
+				for _, t := range tokens[1] {
 					terms[t] += columnWeights[1]
 				}
+				tokens = tokens[2:]
 			}
 			v.put(c, normalized[i], seqs[i], lens[i], terms)
 		}
