@@ -1,13 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embedded"
+	"github.com/jervis-dev/jervis/kb/eval"
 	"github.com/jervis-dev/jervis/kb/rag"
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/importer"
@@ -131,9 +133,7 @@ project, the mailing list).`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return a.printJSON(rep)
 			}
 			return rep.print(a.stdout)
 		},
@@ -168,7 +168,7 @@ func machine() string {
 			}
 		}
 	}
-	return fmt.Sprintf("%s, %d cores (GOMAXPROCS %d)", cpu, numCPU(), gomaxprocs())
+	return fmt.Sprintf("%s, %d cores (GOMAXPROCS %d)", cpu, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 }
 
 const benchClient = "bench"
@@ -235,17 +235,10 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int) (BenchR
 	if run.Search16, err = searchLatency(ctx, all.KB.KB, queries, 16); err != nil {
 		return run, err
 	}
-	run.PeakRSSBytes, run.HeapBytes = peakRSS(), heapBytes()
-	var disk int64
-	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if info, err := d.Info(); err == nil {
-				disk += info.Size()
-			}
-		}
-		return nil
-	})
-	run.DiskBytesPer1000 = per1000(float64(disk), run.Documents)
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	run.PeakRSSBytes, run.HeapBytes = peakRSS(), mem.HeapAlloc
+	run.DiskBytesPer1000 = per1000(float64(eval.DiskBytes(dir)), run.Documents)
 	return run, nil
 }
 
@@ -259,13 +252,16 @@ func per1000(v float64, n int) float64 {
 // freshness trickles documents in and times until search returns each.
 type freshness struct {
 	mu     sync.Mutex
-	stored map[int]time.Time // trickled document → when it was stored
-	seen   map[int]time.Duration
-	sent   int
+	stored map[string]freshDoc // by source URN, as search items name them
+	seen   int
 }
 
-// freshWord is the word only trickled document i holds.
-func freshWord(i int) string { return fmt.Sprintf("zqfresh%dx", i) }
+type freshDoc struct {
+	word string    // the word only it holds
+	at   time.Time // stored
+	took time.Duration
+	seen bool
+}
 
 // trickle stores n notes, one every 100 ms, through the one ingest path.
 func (f *freshness) trickle(ctx context.Context, in pollers.Ingester, n int) {
@@ -277,17 +273,19 @@ func (f *freshness) trickle(ctx context.Context, in pollers.Ingester, n int) {
 			return
 		case <-tick.C:
 		}
-		body := fmt.Sprintf("# Release note %d\n\nThe build %s shipped to the staging ring; watch the error budget.\n", i, freshWord(i))
+		word := fmt.Sprintf("zqfresh%dx", i)
+		body := fmt.Sprintf("# Release note %d\n\nThe build %s shipped to the staging ring; watch the error budget.\n", i, word)
 		at := time.Now()
-		if _, err := in.File(ctx, benchClient, "bench-trickle", fmt.Sprintf("fresh-%d.md", i), strings.NewReader(body), nil); err != nil {
+		receipts, err := in.File(ctx, benchClient, "bench-trickle", fmt.Sprintf("fresh-%d.md", i), strings.NewReader(body), nil)
+		if err != nil || len(receipts) != 1 {
 			return
 		}
+		r := receipts[0]
 		f.mu.Lock()
 		if f.stored == nil {
-			f.stored, f.seen = map[int]time.Time{}, map[int]time.Duration{}
+			f.stored = map[string]freshDoc{}
 		}
-		f.stored[i] = at
-		f.sent++
+		f.stored[string(r.SourceType)+":"+r.ExternalID] = freshDoc{word: word, at: at}
 		f.mu.Unlock()
 	}
 }
@@ -305,9 +303,9 @@ func (f *freshness) search(ctx context.Context, k *kb.KB) {
 		}
 		f.mu.Lock()
 		var words []string
-		for i := range f.stored {
-			if _, ok := f.seen[i]; !ok && len(words) < rag.MaxQueryTerms {
-				words = append(words, freshWord(i))
+		for _, d := range f.stored {
+			if !d.seen && len(words) < rag.MaxQueryTerms {
+				words = append(words, d.word)
 			}
 		}
 		f.mu.Unlock()
@@ -322,17 +320,10 @@ func (f *freshness) search(ctx context.Context, k *kb.KB) {
 		now := time.Now()
 		f.mu.Lock()
 		for _, it := range pack.Items {
-			for _, p := range it.Passages {
-				for _, w := range rag.Words(p.Text) {
-					var i int
-					if _, err := fmt.Sscanf(w, "zqfresh%dx", &i); err == nil {
-						if at, ok := f.stored[i]; ok {
-							if _, seen := f.seen[i]; !seen {
-								f.seen[i] = now.Sub(at)
-							}
-						}
-					}
-				}
+			if d, ok := f.stored[it.SourceURN]; ok && !d.seen {
+				d.seen, d.took = true, now.Sub(d.at)
+				f.stored[it.SourceURN] = d
+				f.seen++
 			}
 		}
 		f.mu.Unlock()
@@ -343,15 +334,17 @@ func (f *freshness) search(ctx context.Context, k *kb.KB) {
 func (f *freshness) done(n int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.sent == n && len(f.seen) == n
+	return len(f.stored) == n && f.seen == n
 }
 
 func (f *freshness) latency(n int) Latency {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var ds []time.Duration
-	for _, d := range f.seen {
-		ds = append(ds, d)
+	for _, d := range f.stored {
+		if d.seen {
+			ds = append(ds, d.took)
+		}
 	}
 	l := latencyOf(ds, 0)
 	l.Missed = n - len(ds)
@@ -409,7 +402,7 @@ func searchLatency(ctx context.Context, k *kb.KB, queries []string, clients int)
 				t := time.Now()
 				if _, err := k.Search(ctx, kb.SearchRequest{Client: benchClient, Query: q}); err != nil {
 					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
+					firstErr = cmp.Or(firstErr, err)
 					mu.Unlock()
 					return
 				}
@@ -422,13 +415,6 @@ func searchLatency(ctx context.Context, k *kb.KB, queries []string, clients int)
 	}
 	wg.Wait()
 	return latencyOf(all, time.Since(start)), firstErr
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // roofline measures the raw rates of this machine's pieces: SQLite on the

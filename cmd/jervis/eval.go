@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -64,9 +63,7 @@ than 1 junk node per 1,000).`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(report); err != nil {
+				if err := a.printJSON(report); err != nil {
 					return err
 				}
 			} else if err := report.Print(a.stdout); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/pprof"
 )
 
@@ -34,13 +33,3 @@ func (a *app) endProfile() {
 		a.stopProfile = nil
 	}
 }
-
-// heapBytes is the Go heap in use.
-func heapBytes() uint64 {
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
-func numCPU() int     { return runtime.NumCPU() }
-func gomaxprocs() int { return runtime.GOMAXPROCS(0) }

@@ -151,11 +151,16 @@ func (a *app) searchCommand() *cobra.Command {
 	return cmd
 }
 
+// printJSON writes v to stdout as indented JSON (every command's --json).
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 func (a *app) printSearch(pack kb.EvidencePack, client string, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(pack)
+		return a.printJSON(pack)
 	}
 	printPack(a.stdout, client, pack)
 	return nil
@@ -174,10 +179,7 @@ func printPack(w io.Writer, client string, p kb.EvidencePack) {
 		n++
 		switch it.Kind {
 		case kb.ItemSource:
-			fmt.Fprintf(w, "%3d. [%.3f] %s  %s\n", n, it.Score, it.SourceURN, oneLine(it.Title, 120))
-			for _, p := range it.Passages {
-				fmt.Fprintf(w, "       [%.3f] %s\n", p.Score, oneLine(p.Text, 200))
-			}
+			printItem(w, n, it)
 		case kb.ItemPassage:
 			fmt.Fprintf(w, "%3d. [%.3f] %s\n     %s\n", n, it.Score, strings.Join(it.NodeKeys, ", "), oneLine(it.Content, 220))
 		case kb.ItemEntity:
@@ -188,6 +190,15 @@ func printPack(w io.Writer, client string, p kb.EvidencePack) {
 				fmt.Fprintf(w, "       evidence: %s\n", oneLine(ev.Text, 160))
 			}
 		}
+	}
+}
+
+// printItem writes a source item — its score, source and title — with its
+// passages.
+func printItem(w io.Writer, n int, it kb.Item) {
+	fmt.Fprintf(w, "%3d. [%.3f] %s  %s\n", n, it.Score, it.SourceURN, oneLine(it.Title, 120))
+	for _, p := range it.Passages {
+		fmt.Fprintf(w, "       [%.3f] %s\n", p.Score, oneLine(p.Text, 200))
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -103,9 +102,7 @@ func findDocument(ctx context.Context, st store.Store, client, ref string) (stor
 
 func (a *app) printSimilar(res kb.SimilarResult, client string, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return a.printJSON(res)
 	}
 	printSimilar(a.stdout, client, res)
 	return nil
@@ -115,9 +112,6 @@ func (a *app) printSimilar(res kb.SimilarResult, client string, asJSON bool) err
 func printSimilar(w io.Writer, client string, res kb.SimilarResult) {
 	fmt.Fprintf(w, "items like %s in %s: %d (%.1f ms)\nquery: %s\n", res.SourceURN, client, len(res.Items), res.Timings["total"], res.Query)
 	for i, it := range res.Items {
-		fmt.Fprintf(w, "%3d. [%.3f] %s  %s\n", i+1, it.Score, it.SourceURN, oneLine(it.Title, 120))
-		for _, p := range it.Passages {
-			fmt.Fprintf(w, "       [%.3f] %s\n", p.Score, oneLine(p.Text, 200))
-		}
+		printItem(w, i+1, it)
 	}
 }

@@ -96,9 +96,7 @@ func (a *app) printQuarantined(ctx context.Context, st store.Store, asJSON bool)
 
 func (a *app) printStatus(stats store.Stats, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(stats)
+		return a.printJSON(stats)
 	}
 	return printStats(a.stdout, stats)
 }

@@ -191,14 +191,7 @@ func Measure(ctx context.Context, env Env, t *Truth, cost Cost) (*Report, error)
 		return nil, err
 	}
 	if env.DataDir != "" {
-		filepath.WalkDir(env.DataDir, func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				if info, err := d.Info(); err == nil {
-					r.Cost.DiskBytes += info.Size()
-				}
-			}
-			return nil
-		})
+		r.Cost.DiskBytes = DiskBytes(env.DataDir)
 	}
 	if r.Cost.Documents = r.Completeness.Documents; r.Cost.Documents > 0 {
 		r.Cost.BytesPerDocument = float64(r.Cost.DiskBytes) / float64(r.Cost.Documents)
@@ -216,6 +209,20 @@ var (
 	reasonNumber = regexp.MustCompile(`[0-9]+`)
 	reasonQuoted = regexp.MustCompile(`"[^"]*"`)
 )
+
+// DiskBytes is the size of the files under dir.
+func DiskBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
 
 // eachDocument calls fn with every stored document version of the
 // client (of source type src, when not empty), a page at a time.
@@ -433,8 +440,7 @@ func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
 		}
 		var ranked []string
 		for _, it := range pack.Items {
-			key, ok := strings.CutPrefix(it.SourceURN, Jira+":")
-			key = strings.ToUpper(key)
+			key, ok := issueKey(it.SourceURN)
 			if (it.Kind == kb.ItemSource || it.Kind == kb.ItemPassage) && ok && key != p.Duplicate && !slices.Contains(ranked, key) {
 				ranked = append(ranked, key)
 			}
@@ -449,6 +455,13 @@ func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
 	}
 	r.Duplicates = d
 	return nil
+}
+
+// issueKey is the issue key of a Jira item's source URN ("JIRA:TIMOB-1")
+// or node key ("jira:timob-1"), upper-cased, and whether ref is one.
+func issueKey(ref string) (string, bool) {
+	ns, key, ok := strings.Cut(ref, ":")
+	return strings.ToUpper(key), ok && strings.EqualFold(ns, Jira)
 }
 
 // similar measures kb.Similar on the issues: each duplicate's similar
@@ -469,10 +482,6 @@ func (d *Duplicates) similar(ctx context.Context, env Env, t *Truth, pairs []pai
 		originals[p.Duplicate] = append(originals[p.Duplicate], p.Original)
 		linked[[2]string{min(p.Duplicate, p.Original), max(p.Duplicate, p.Original)}] = true
 	}
-	issueOf := func(urnOrNode string) string {
-		_, key, _ := strings.Cut(urnOrNode, ":")
-		return strings.ToUpper(key)
-	}
 	edges := map[[2]string]float64{}
 	for _, key := range slices.Sorted(maps.Keys(docs)) {
 		doc := docs[key]
@@ -487,7 +496,7 @@ func (d *Duplicates) similar(ctx context.Context, env Env, t *Truth, pairs []pai
 		if want := originals[key]; len(want) > 0 {
 			ranked := make([]string, len(res.Items))
 			for i, it := range res.Items {
-				ranked[i] = issueOf(it.SourceURN)
+				ranked[i], _ = issueKey(it.SourceURN)
 			}
 			for _, o := range want {
 				d.Similar.score(ranked, o)
@@ -499,7 +508,9 @@ func (d *Duplicates) similar(ctx context.Context, env Env, t *Truth, pairs []pai
 			return err
 		}
 		for _, e := range es {
-			k := [2]string{issueOf(e.From), issueOf(e.To)}
+			from, _ := issueKey(e.From)
+			to, _ := issueKey(e.To)
+			k := [2]string{from, to}
 			edges[k] = max(edges[k], e.Confidence)
 		}
 	}
