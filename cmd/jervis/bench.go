@@ -207,7 +207,7 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int) (BenchR
 		wg.Go(func() { fresh.search(trickleCtx, all.KB.KB) })
 	}
 	cpuDrain := cpuSeconds()
-	indexed, qualified, err := a.drainWhile(ctx, all.Store, all.KB, func() bool { return fresh.done(trickle) })
+	indexed, qualified, err := a.drainWhile(ctx, all.Store, all.KB, func() bool { return trickle == 0 || fresh.done() })
 	stopTrickle()
 	wg.Wait()
 	if err != nil {
@@ -254,7 +254,12 @@ type freshness struct {
 	mu     sync.Mutex
 	stored map[string]freshDoc // by source URN, as search items name them
 	seen   int
+	ended  time.Time // when trickling stopped, all written or not
 }
+
+// freshWait is how long a trickled document may take to be found once the
+// trickling ended; past it, it counts as never seen.
+const freshWait = 30 * time.Second
 
 type freshDoc struct {
 	word string    // the word only it holds
@@ -267,6 +272,11 @@ type freshDoc struct {
 func (f *freshness) trickle(ctx context.Context, in pollers.Ingester, n int) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	defer func() {
+		f.mu.Lock()
+		f.ended = time.Now()
+		f.mu.Unlock()
+	}()
 	for i := range n {
 		select {
 		case <-ctx.Done():
@@ -330,11 +340,12 @@ func (f *freshness) search(ctx context.Context, k *kb.KB) {
 	}
 }
 
-// done says whether every one of n documents was trickled and seen.
-func (f *freshness) done(n int) bool {
+// done says whether the trickling ended and every document written was
+// seen, or freshWait passed since.
+func (f *freshness) done() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.stored) == n && f.seen == n
+	return !f.ended.IsZero() && (f.seen == len(f.stored) || time.Since(f.ended) > freshWait)
 }
 
 func (f *freshness) latency(n int) Latency {
