@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/pollers"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) ingest(r *http.Request, p Principal) (any, error) {
 	}
 	// The same path as a poll and `jervis import`: empty or unparsable
 	// content is stored and quarantined with its reason.
-	out, err := pollers.Ingester{Store: s.cfg.Store, Kinds: s.cfg.Kinds}.File(r.Context(), p.Client, "api", req.Name, bytes.NewReader(raw), nil)
+	out, err := pollers.Ingester{Store: s.cfg.Store, Kinds: s.cfg.Kinds, Priority: store.PriorityLive}.File(r.Context(), p.Client, "api", req.Name, bytes.NewReader(raw), nil)
 	if errors.Is(err, pollers.ErrUnsupported) {
 		return nil, invalid("name", "unsupported file type: use "+strings.Join(s.cfg.Kinds.Extensions(), ", "))
 	}

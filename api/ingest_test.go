@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/qualifier"
 )
 
 const pushedEmail = "From: Ann Novak <ann@acme.test>\r\nTo: Bob <bob@acme.test>\r\nSubject: Grinder calibration\r\n" +
@@ -79,4 +85,81 @@ func TestIngestPushesADocumentThroughThePipeline(t *testing.T) {
 			t.Fatalf("pushed documents not processed: %v / %v", d["state"], q["state"])
 		}
 	}
+}
+
+// A document pushed through the API while a bulk import waits is indexed,
+// qualified and searchable before the bulk: it is claimed first (live
+// priority) and what it stores wakes the loops, which otherwise poll once
+// an hour here.
+func TestIngestedDocumentOvertakesABulkImport(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	const bulk = 400
+	for i := range bulk {
+		body := fmt.Sprintf("Rotate certificate %d before it expires, see https://wiki.acme.test/certs/%d and https://jira.acme.test/browse/OPS-%d.", i, i, i)
+		if _, _, err := f.st.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceFile, ExternalID: fmt.Sprintf("bulk-%d.md", i),
+			Raw: []byte(body), Normalized: store.Normalized{Title: fmt.Sprintf("Certificate %d", i), Body: body}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waking := &store.Waking{Store: f.st}
+	ix, err := indexers.New(waking, indexers.Config{PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := qualifier.New(qualifier.Config{Store: waking, KB: f.kb, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waking.Documents, waking.Tasks = ix.Wake, q.Wake
+	srv := httptest.NewServer(func() http.Handler {
+		mux := http.NewServeMux()
+		api.New(api.Config{Store: waking, KB: f.kb, Logger: slog.New(slog.DiscardHandler)}).Register(mux)
+		return mux
+	}())
+	defer srv.Close()
+
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = ix.Run(runCtx) })
+	wg.Go(func() { _ = q.Run(runCtx) })
+	defer func() { stop(); wg.Wait() }()
+	// The bulk is under way before the push.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s, _ := f.st.Stats(ctx)
+		if s.Tasks[string(store.TaskDone)] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the bulk did not start")
+		}
+	}
+	waiting := func() int64 {
+		s, err := f.st.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each bulk document waits as a document, then as its tasks.
+		return 3*(s.Documents[string(store.DocNew)]+s.Documents[string(store.DocIndexing)]) + s.Tasks[string(store.TaskNew)]
+	}
+	req, _ := json.Marshal(map[string]any{"name": "urgent.md", "content": "# Outage\n\nThe zqurgentx gateway is down since 10:02.\n"})
+	before, pushed := waiting(), time.Now()
+	if code, body := call(t, "POST", srv.URL+"/api/v1/ingest", f.acme.key, string(req)); code != http.StatusAccepted {
+		t.Fatalf("ingest: %d %v", code, body)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, res := call(t, "GET", srv.URL+"/api/v1/search?query=zqurgentx&expand=0&alpha=0", f.acme.key, "")
+		if items, _ := res["items"].([]any); len(items) > 0 && items[0].(map[string]any)["sourceUrn"] == "FILE:urgent.md" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pushed document never became searchable")
+		}
+	}
+	took, after := time.Since(pushed), waiting()
+	if after < before*9/10 {
+		t.Fatalf("searchable after %s, when %d of the bulk's %d waiting documents and tasks had gone first", took, before-after, before)
+	}
+	t.Logf("searchable %s after the push; %d of the bulk's %d waiting documents and tasks went first", took, before-after, before)
 }

@@ -105,13 +105,13 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 	if err != nil {
 		return worker.Result{}, worker.Permanent(fmt.Errorf("document %s: data payload: %w", doc.ID, err))
 	}
-	tasks = append(tasks, store.Task{Kind: store.KindData, Client: doc.Client, SourceDoc: doc.ID, Payload: payload, CorrelationID: doc.ID})
+	tasks = append(tasks, store.Task{Kind: store.KindData, Client: doc.Client, SourceDoc: doc.ID, Payload: payload, CorrelationID: doc.ID, Priority: doc.Priority})
 	for _, l := range found {
 		p, err := json.Marshal(store.LinkPayload{URL: l.URL, SourceDoc: doc.ID, SourceType: doc.SourceType, Title: title, From: shape.Sender, Context: l.Context})
 		if err != nil {
 			return worker.Result{}, worker.Permanent(fmt.Errorf("document %s: link payload: %w", doc.ID, err))
 		}
-		tasks = append(tasks, store.Task{Kind: store.KindLink, Client: doc.Client, SourceDoc: doc.ID, Payload: p, CorrelationID: doc.ID})
+		tasks = append(tasks, store.Task{Kind: store.KindLink, Client: doc.Client, SourceDoc: doc.ID, Payload: p, CorrelationID: doc.ID, Priority: doc.Priority})
 	}
 	// Enqueueing is idempotent: a redo after a crash adds nothing.
 	if _, err := ix.tasks.EnqueueTasks(ctx, tasks...); err != nil {

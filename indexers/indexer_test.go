@@ -66,6 +66,7 @@ func TestIndexerMakesOneDataTaskAndOneTaskPerDistinctLink(t *testing.T) {
 		email("m3", "No links here at all.", nil),
 	}
 	docs[2].Normalized.Links = []store.Link{{URL: "https://jira.acme.test/browse/OPS-1", Context: "given by the poller"}}
+	docs[0].Priority = store.PriorityLive // its tasks are claimed before the others'
 	for _, d := range docs {
 		if _, _, err := s.PutDocument(ctx, d); err != nil {
 			t.Fatal(err)
@@ -94,6 +95,13 @@ func TestIndexerMakesOneDataTaskAndOneTaskPerDistinctLink(t *testing.T) {
 	json.Unmarshal(link.Payload, &lp)
 	if lp.SourceDoc != m1 || lp.From != "bob@acme.test" || lp.Title != "Subject m1" || !strings.Contains(lp.Context, "Please check") {
 		t.Fatalf("link payload %+v", lp)
+	}
+	if task.Priority != store.PriorityLive || link.Priority != store.PriorityLive {
+		t.Fatalf("the live document's tasks have priorities %d and %d", task.Priority, link.Priority)
+	}
+	m3 := store.DocumentID("acme", store.SourceEmail, "m3", store.ContentHash(docs[2].Raw))
+	if bulk, err := s.GetTask(ctx, "acme", store.TaskID(m3, store.KindData, "")); err != nil || bulk.Priority != store.PriorityBulk {
+		t.Fatalf("a bulk document's task: priority %d, %v", bulk.Priority, err)
 	}
 
 	// The same documents again: no new versions, no new tasks.

@@ -19,6 +19,10 @@ import (
 type Ingester struct {
 	Store store.Documents
 	Kinds *Registry
+	// Priority is given to every document stored (store.PriorityLive for
+	// what arrives now: a poll that is caught up, the ingest API; the zero
+	// value, store.PriorityBulk, for imports and backfills).
+	Priority int
 }
 
 // Receipt is what became of one document.
@@ -87,7 +91,7 @@ func (in Ingester) File(ctx context.Context, client, connection, name string, co
 // put stamps and stores one document; one the store refuses as invalid is
 // stored as unparsable with the reason.
 func (in Ingester) put(ctx context.Context, client, connection string, d store.Document) (Receipt, error) {
-	d.Client, d.Connection = client, connection
+	d.Client, d.Connection, d.Priority = client, connection, in.Priority
 	stored, created, err := in.Store.PutDocument(ctx, d)
 	if errors.Is(err, store.ErrInvalid) {
 		st := d.SourceType
@@ -95,7 +99,7 @@ func (in Ingester) put(ctx context.Context, client, connection string, d store.D
 			st = store.SourceFile
 		}
 		d = store.Unparsable(st, d.ExternalID, d.Normalized.Title, d.Raw, fmt.Errorf("refused by the store: %w", err))
-		d.Client, d.Connection = client, connection
+		d.Client, d.Connection, d.Priority = client, connection, in.Priority
 		stored, created, err = in.Store.PutDocument(ctx, d)
 	}
 	if err != nil {

@@ -210,6 +210,7 @@ func (s *Scheduler) Poll(ctx context.Context, c *conn) error {
 		return fmt.Errorf("read cursor: %w", err)
 	}
 	s.record(ctx, c, EventPollStarted, PollResult{Cursor: cursor})
+	backfill := cursor == "" // the connection's first poll
 	var res PollResult
 	for page := 0; page < s.cfg.MaxPages; page++ {
 		batch, err := c.Source.Poll(ctx, cursor)
@@ -217,7 +218,13 @@ func (s *Scheduler) Poll(ctx context.Context, c *conn) error {
 			return fmt.Errorf("poll page %d: %w", page+1, err)
 		}
 		res.Pages++
-		created, err := s.storeAll(ctx, c, batch.Documents)
+		// A poll that is caught up brings what is new now: it is indexed
+		// before imports and backfills (pages with more behind them).
+		priority := store.PriorityLive
+		if backfill || batch.More {
+			priority = store.PriorityBulk
+		}
+		created, err := s.storeAll(ctx, c, batch.Documents, priority)
 		res.Fetched += len(batch.Documents)
 		res.NewVersions += created
 		if created > 0 && s.cfg.Stored != nil {
@@ -246,11 +253,11 @@ func (s *Scheduler) Poll(ctx context.Context, c *conn) error {
 // document the store refuses as invalid is stored as unparsable, with the
 // reason); a failure of the store stops the page (its cursor is not
 // committed, so it is fetched again).
-func (s *Scheduler) storeAll(ctx context.Context, c *conn, docs []store.Document) (int, error) {
+func (s *Scheduler) storeAll(ctx context.Context, c *conn, docs []store.Document, priority int) (int, error) {
 	for i := range docs {
 		docs[i].SourceType = cmp.Or(docs[i].SourceType, c.SourceType)
 	}
-	receipts, err := Ingester{Store: s.cfg.Store}.Documents(ctx, c.Client, c.ID, docs...)
+	receipts, err := Ingester{Store: s.cfg.Store, Priority: priority}.Documents(ctx, c.Client, c.ID, docs...)
 	created := 0
 	for _, r := range receipts {
 		if r.Created {

@@ -124,6 +124,19 @@ func TestPollStoresThenCommitsAndRecords(t *testing.T) {
 	if stats.Documents["NEW"] != 7 || woken.Load() != 5 {
 		t.Fatalf("documents %v, woken %d", stats.Documents, woken.Load())
 	}
+	// The first poll is a backfill, and so is a page with more behind it:
+	// bulk. The last page of a later poll is what is new now: live.
+	docs, err := st.ListDocuments(t.Context(), store.DocumentQuery{Client: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]int{}
+	for _, d := range docs {
+		live[d.ExternalID] = d.Priority
+	}
+	if len(live) != 7 || live["note-006.md"] != store.PriorityLive || live["note-005.md"] != store.PriorityBulk || live["note-000.md"] != store.PriorityBulk {
+		t.Fatalf("priorities %v", live)
+	}
 	cursor, err := st.GetCursor(t.Context(), "poll:notes")
 	if err != nil || cursor != second.Cursor {
 		t.Fatalf("cursor %q (%v), event says %q", cursor, err, second.Cursor)

@@ -200,14 +200,17 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int) (BenchR
 	// The bulk is indexed and qualified while documents trickle in and a
 	// searcher looks for each.
 	fresh := &freshness{}
+	waking := &store.Waking{Store: all.Store}
 	trickleCtx, stopTrickle := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if trickle > 0 {
-		wg.Go(func() { fresh.trickle(trickleCtx, pollers.Ingester{Store: all.Store, Kinds: a.kinds}, trickle) })
+		wg.Go(func() {
+			fresh.trickle(trickleCtx, pollers.Ingester{Store: waking, Kinds: a.kinds, Priority: store.PriorityLive}, trickle)
+		})
 		wg.Go(func() { fresh.search(trickleCtx, all.KB.KB) })
 	}
 	cpuDrain := cpuSeconds()
-	indexed, qualified, err := a.drainWhile(ctx, all.Store, all.KB, func() bool { return trickle == 0 || fresh.done() })
+	indexed, qualified, err := a.drainWhile(ctx, waking, all.KB, func() bool { return trickle == 0 || fresh.done() })
 	stopTrickle()
 	wg.Wait()
 	if err != nil {

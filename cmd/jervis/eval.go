@@ -206,21 +206,23 @@ const drainPoll = 500 * time.Millisecond
 // tasks finished; it returns when the last document was indexed and when
 // the last task was qualified, from its start.
 func (a *app) drain(ctx context.Context, st store.Store, k *embedded.KB) (indexed, qualified time.Duration, err error) {
-	return a.drainWhile(ctx, st, k, nil)
+	return a.drainWhile(ctx, &store.Waking{Store: st}, k, nil)
 }
 
 // drainWhile is drain that also waits, when done is not nil, until done
-// says so (documents still arriving).
-func (a *app) drainWhile(ctx context.Context, st store.Store, k *embedded.KB, done func() bool) (indexed, qualified time.Duration, err error) {
+// says so (documents still arriving). What is stored through st wakes the
+// loops, as in serve.
+func (a *app) drainWhile(ctx context.Context, st *store.Waking, k *embedded.KB, done func() bool) (indexed, qualified time.Duration, err error) {
 	ix, err := a.indexers(st)
 	if err != nil {
 		return 0, 0, err
 	}
 	q, err := qualifier.New(qualifier.Config{Store: st, KB: k.KB, Concurrency: a.cfg.Qualifier.Concurrency, UncertainLinks: qualifier.PolicyRecord, PossibleDuplicates: a.cfg.Qualifier.PossibleDuplicates,
-		PollInterval: 20 * time.Millisecond, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+		PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
 	if err != nil {
 		return 0, 0, err
 	}
+	st.Documents, st.Tasks = ix.Wake, q.Wake
 	start := time.Now()
 	bar := a.progress(-1, "indexing and qualifying")
 	err = runWhile(ctx, st, drainPoll, func(s store.Stats) bool {

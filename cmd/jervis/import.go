@@ -133,11 +133,11 @@ func (a *app) indexAll(ctx context.Context, st store.Store) error {
 	}, ix)
 }
 
-// indexers returns the indexer loop as configured, polling often (a
-// command that waits for it).
+// indexers returns the indexer loop as configured (it polls as serve's
+// does: what is stored through a store.Waking wakes it at once).
 func (a *app) indexers(st store.Store) (*worker.Worker[store.Document], error) {
 	return indexers.New(st, indexers.Config{Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
-		PollInterval: 20 * time.Millisecond, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+		PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
 }
 
 // runWhile runs the loops until done accepts the store's counts (read

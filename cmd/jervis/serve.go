@@ -77,10 +77,12 @@ func (a *app) serve(parent context.Context) error {
 	// secret, an unreadable directory) stops start-up with nothing running.
 	type component interface{ Run(context.Context) error }
 	var components []component
+	// What this process stores wakes its own workers at once.
+	waking := &store.Waking{Store: st}
 	wake := func() {}
 	m := metrics.New(st.Stats, log)
 	if a.cfg.HasRole("indexers") {
-		ix, err := indexers.New(st, indexers.Config{
+		ix, err := indexers.New(waking, indexers.Config{
 			Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
 			PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob,
 		})
@@ -99,7 +101,7 @@ func (a *app) serve(parent context.Context) error {
 		defer k.Close()
 	}
 	if a.cfg.HasRole("qualifier") {
-		qc := qualifier.Config{Store: st, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
+		qc := qualifier.Config{Store: waking, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
 			UncertainLinks: a.cfg.Qualifier.UncertainLinks, PossibleDuplicates: a.cfg.Qualifier.PossibleDuplicates, PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob}
 		if m := a.cfg.Qualifier.Model; m != "" {
 			if qc.Agent, err = agent.New(agent.Config{Host: a.cfg.Qualifier.OllamaHost, Model: m, MaxIterations: a.cfg.Qualifier.MaxIterations, KB: k.KB, Cache: st}); err != nil {
@@ -114,11 +116,12 @@ func (a *app) serve(parent context.Context) error {
 		components = append(components, q)
 		wakeQualifier = q.Wake
 	}
+	waking.Documents, waking.Tasks = wake, wakeQualifier
 	var monitor *executor.Monitor
 	if a.cfg.HasRole("executor") {
 		ec := a.cfg.Executor
 		monitor = executor.NewMonitor(ec.IdleAfter)
-		cfg := executor.Config{Store: st, KB: k.KB, Monitor: monitor, Concurrency: ec.Concurrency, PollInterval: a.cfg.Indexers.PollInterval,
+		cfg := executor.Config{Store: waking, KB: k.KB, Monitor: monitor, Concurrency: ec.Concurrency, PollInterval: a.cfg.Indexers.PollInterval,
 			ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob}
 		workflow := "extractive"
 		if ec.Model != "" {
@@ -153,7 +156,7 @@ func (a *app) serve(parent context.Context) error {
 	}
 	var pollNow func(string) error
 	if a.cfg.HasRole("pollers") {
-		sched, err := a.scheduler(st, wake, func(connection, outcome string, r pollers.PollResult) {
+		sched, err := a.scheduler(waking, func(connection, outcome string, r pollers.PollResult) {
 			m.ObservePoll(connection, outcome == pollers.EventPollFailed, r.Fetched, r.NewVersions)
 		})
 		if err != nil {
@@ -177,7 +180,7 @@ func (a *app) serve(parent context.Context) error {
 		if rate == 0 {
 			rate = -1 // no limit
 		}
-		ac := api.Config{Store: st, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, Redactor: a.redactor, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
+		ac := api.Config{Store: waking, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, Redactor: a.redactor, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
 			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log, Checks: checks}
 		if monitor != nil { // the executor yields to this API's users
 			ac.Tracker = monitor
@@ -323,7 +326,7 @@ func roleWired(role string) bool {
 // scheduler builds the configured connections' sources, each by its
 // kind. Secrets are read here, from the environment or files, and go
 // nowhere but the source.
-func (a *app) scheduler(st pollers.Store, wake func(), observe func(string, string, pollers.PollResult)) (*pollers.Scheduler, error) {
+func (a *app) scheduler(st pollers.Store, observe func(string, string, pollers.PollResult)) (*pollers.Scheduler, error) {
 	var conns []pollers.Connection
 	for _, c := range a.connections {
 		src, err := c.Configured.NewSource()
@@ -336,5 +339,5 @@ func (a *app) scheduler(st pollers.Store, wake func(), observe func(string, stri
 	if len(conns) == 0 {
 		a.log.Info("no connections configured; the pollers role has nothing to poll (see connections in deploy/jervis.example.yaml)")
 	}
-	return pollers.NewScheduler(pollers.Config{Store: st, Stored: wake, Logger: a.log, Observe: observe, Redact: a.redactor.Text}, conns...)
+	return pollers.NewScheduler(pollers.Config{Store: st, Logger: a.log, Observe: observe, Redact: a.redactor.Text}, conns...)
 }

@@ -85,6 +85,9 @@ type Document struct {
 	Raw         []byte     `json:"raw,omitempty"`
 	Normalized  Normalized `json:"normalized"`
 	ObservedAt  time.Time  `json:"observedAt"`
+	// Priority orders the claims of documents and of their tasks: higher
+	// first (PriorityLive before PriorityBulk).
+	Priority int `json:"priority,omitempty"`
 
 	State       DocumentState `json:"state"`
 	LeaseOwner  string        `json:"leaseOwner,omitempty"`
@@ -95,6 +98,15 @@ type Document struct {
 	Error       *ErrorInfo    `json:"error,omitempty"`
 	UpdatedAt   time.Time     `json:"updatedAt"`
 }
+
+// Priorities of documents and tasks: what a poll or POST /api/v1/ingest
+// brings in now is indexed and qualified before a bulk import or a
+// reprocess, so a new email is searchable in milliseconds while a 200,000
+// issue backfill runs.
+const (
+	PriorityBulk = 0
+	PriorityLive = 10
+)
 
 // SourceURN names the item in the knowledge base: its chunks' source,
 // which each new version's chunks replace ("JIRA:TIMOB-123").

@@ -37,6 +37,7 @@ type docRecord struct {
 	Large       bool          `bson:"large,omitempty"`
 	Degraded    bool          `bson:"degraded,omitempty"` // Normalized has warnings
 	ObservedAt  int64         `bson:"observedAt"`
+	Priority    int           `bson:"priority"`
 	State       string        `bson:"state"`
 	LeaseOwner  string        `bson:"leaseOwner"`
 	LeaseUntil  int64         `bson:"leaseUntil"`
@@ -52,7 +53,7 @@ func (r docRecord) document() (store.Document, error) {
 	d := store.Document{
 		ID: r.ID, Client: r.Client, SourceType: store.SourceType(r.SourceType), Connection: r.Connection,
 		ExternalID: r.ExternalID, Version: r.Version, ContentHash: r.ContentHash, Raw: r.Raw,
-		ObservedAt: fromMicros(r.ObservedAt), State: store.DocumentState(r.State), LeaseOwner: r.LeaseOwner,
+		ObservedAt: fromMicros(r.ObservedAt), Priority: r.Priority, State: store.DocumentState(r.State), LeaseOwner: r.LeaseOwner,
 		LeaseUntil: fromMicros(r.LeaseUntil), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
 		RunAfter: fromMicros(r.RunAfter), Error: r.Error.info(), UpdatedAt: fromMicros(r.UpdatedAt),
 	}
@@ -144,7 +145,7 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 		r := docRecord{
 			ID: doc.ID, Client: doc.Client, SourceType: string(doc.SourceType), Connection: doc.Connection,
 			ExternalID: doc.ExternalID, Version: doc.Version, ContentHash: doc.ContentHash, Raw: doc.Raw,
-			Normalized: string(normalized), ObservedAt: micros(doc.ObservedAt), State: string(doc.State),
+			Normalized: string(normalized), ObservedAt: micros(doc.ObservedAt), Priority: doc.Priority, State: string(doc.State),
 			MaxAttempts: doc.MaxAttempts, UpdatedAt: micros(now), Degraded: len(doc.Normalized.Warnings) > 0,
 		}
 		if len(doc.Raw)+len(normalized) > inlineLimit {
@@ -259,7 +260,7 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 	}
 	filter := bson.M{"state": string(store.DocNew), "runAfter": bson.M{"$lte": micros(c.Now)}}
 	opts := func() *options.FindOptions {
-		return options.Find().SetSort(bson.D{{Key: "runAfter", Value: 1}, {Key: "observedAt", Value: 1}}).SetLimit(int64(c.Limit))
+		return options.Find().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "runAfter", Value: 1}, {Key: "observedAt", Value: 1}}).SetLimit(int64(c.Limit))
 	}
 	for {
 		cands, err := s.findDocRecords(ctx, filter, opts())

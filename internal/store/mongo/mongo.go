@@ -154,7 +154,7 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 	all := map[*mgo.Collection][]mgo.IndexModel{
 		s.docs: {
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "sourceType", Value: 1}, {Key: "externalId", Value: 1}, {Key: "version", Value: 1}}, true, "versions"),
-			idx(bson.D{{Key: "state", Value: 1}, {Key: "runAfter", Value: 1}, {Key: "observedAt", Value: 1}}, false, "claim"),
+			idx(bson.D{{Key: "state", Value: 1}, {Key: "priority", Value: -1}, {Key: "runAfter", Value: 1}, {Key: "observedAt", Value: 1}}, false, "claimByPriority"),
 			idx(bson.D{{Key: "state", Value: 1}, {Key: "leaseUntil", Value: 1}}, false, "rescue"),
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "updatedAt", Value: -1}, {Key: "_id", Value: 1}}, false, "listing"),
 			idx(bson.D{{Key: "state", Value: 1}, {Key: "updatedAt", Value: 1}}, false, "waiting"),

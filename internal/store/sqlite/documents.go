@@ -16,14 +16,14 @@ import (
 )
 
 const docColumns = `id, client, source_type, connection, external_id, version, content_hash, raw, normalized,
-	observed_at, state, lease_owner, lease_until, attempts, max_attempts, run_after, error, updated_at`
+	observed_at, state, lease_owner, lease_until, attempts, max_attempts, run_after, error, updated_at, priority`
 
 const (
-	sqlClaimDocuments      = `SELECT ` + docColumns + ` FROM documents WHERE state = ? AND run_after <= ? ORDER BY run_after, observed_at LIMIT ?`
+	sqlClaimDocuments      = `SELECT ` + docColumns + ` FROM documents WHERE state = ? AND run_after <= ? ORDER BY priority DESC, run_after, observed_at LIMIT ?`
 	sqlClaimDocumentUpdate = `UPDATE documents SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
 	sqlDocumentByID        = `SELECT ` + docColumns + ` FROM documents WHERE id = ?`
 	sqlNextVersion         = `SELECT COALESCE(MAX(version), 0) + 1 FROM documents WHERE client = ? AND source_type = ? AND external_id = ?`
-	sqlInsertDocument      = `INSERT INTO documents (` + docColumns + `, degraded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertDocument      = `INSERT INTO documents (` + docColumns + `, degraded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlTransitionDocument  = `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ? WHERE id = ?`
 )
 
@@ -38,7 +38,7 @@ func scanDocument(row scanner) (store.Document, error) {
 	)
 	err := row.Scan(&d.ID, &d.Client, &d.SourceType, &d.Connection, &d.ExternalID, &d.Version, &d.ContentHash,
 		&d.Raw, &normalized, &observed, &d.State, &d.LeaseOwner, &leaseUntil, &d.Attempts, &d.MaxAttempts,
-		&runAfter, &errCol, &updated)
+		&runAfter, &errCol, &updated, &d.Priority)
 	if err != nil {
 		return d, err
 	}
@@ -102,7 +102,7 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 		}
 		if _, err := tx.ExecContext(ctx, sqlInsertDocument,
 			doc.ID, doc.Client, doc.SourceType, doc.Connection, doc.ExternalID, doc.Version, doc.ContentHash, doc.Raw,
-			string(normalized), sqlitedb.Micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, sqlitedb.Micros(now),
+			string(normalized), sqlitedb.Micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, sqlitedb.Micros(now), doc.Priority,
 			len(doc.Normalized.Warnings) > 0); err != nil {
 			return err
 		}

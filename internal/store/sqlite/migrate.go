@@ -150,4 +150,11 @@ CREATE INDEX tasks_stats ON tasks (client, kind, state);
 CREATE INDEX tasks_usage ON tasks (kind) WHERE usage IS NOT NULL AND usage <> '{}';
 CREATE INDEX tasks_state ON tasks (state, updated_at);
 `,
+	// 7: live documents (polls, the ingest API) are claimed before bulk
+	// imports.
+	`
+ALTER TABLE documents ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+DROP INDEX documents_claim;
+CREATE INDEX documents_claim ON documents (state, priority DESC, run_after, observed_at);
+`,
 }

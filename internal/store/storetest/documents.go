@@ -113,6 +113,25 @@ func claimAt(now time.Time, owner string, limit int) store.Claim {
 	return store.Claim{Owner: owner, Limit: limit, Now: now, LeaseUntil: now.Add(time.Minute)}
 }
 
+// testDocumentPriority: a live document stored behind a bulk import is
+// claimed first, keeps its priority, and the bulk follows oldest first.
+func testDocumentPriority(t *testing.T, s store.Store) {
+	now := time.Now()
+	for i := range 3 {
+		mustPut(t, s, doc("acme", fmt.Sprint("bulk", i), fmt.Sprint("body", i)))
+	}
+	live := doc("acme", "live", "fresh")
+	live.Priority = store.PriorityLive
+	mustPut(t, s, live)
+	got := must(s.ClaimDocuments(ctx(t), claimAt(now, "A", 2)))(t)
+	if len(got) != 2 || got[0].ExternalID != "live" || got[0].Priority != store.PriorityLive || got[1].ExternalID != "bulk0" || got[1].Priority != store.PriorityBulk {
+		t.Fatalf("claimed %+v, want live then bulk0", got)
+	}
+	if again := must(s.GetDocument(ctx(t), "acme", got[0].ID))(t); again.Priority != store.PriorityLive {
+		t.Fatalf("stored priority %d", again.Priority)
+	}
+}
+
 func testDocumentClaim(t *testing.T, s store.Store) {
 	now := time.Now()
 	for i := range 5 {

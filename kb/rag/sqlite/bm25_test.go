@@ -313,3 +313,53 @@ func TestOldIndexIsRebuilt(t *testing.T) {
 		t.Fatalf("%d old tables left", old)
 	}
 }
+
+// Texts tokenized word by word through the memory give exactly FTS5's
+// tokens of the whole text: on the search corpus and on text whose
+// separators are not spaces (punctuation, dashes, NBSP, tabs, CJK, marks,
+// emoji, identifiers, a 100-character word the memory does not keep).
+func TestTextTokensMatchFTS5(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	var corpus []struct{ Content string }
+	raw, err := os.ReadFile("../../testdata/search/corpus.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &corpus); err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{
+		"Ti.UI.Window's close() fails: TIMOB-1234 — see https://example.com/a?b=c&d#e",
+		"naïve café\u00a0résumé\tZoë’s «quoted» words; x=1,y=2 … done",
+		"東京の会議 Привет, мир! 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 emoji 🚀launch🚀 e\u0301te\u0301",
+		"self-contained re-running 3.14159 v2.0.1-rc1 snake_case CamelCaseWord",
+		strings.Repeat("a", 100) + " " + strings.Repeat("backup", 20) + " backups",
+		"", "   ", "\u2028line\u2029para\u0085next",
+	}
+	for _, c := range corpus {
+		texts = append(texts, c.Content)
+	}
+	for _, order := range []string{"cold", "warm"} {
+		var tk tokenizer
+		defer tk.close()
+		if order == "warm" {
+			if _, err := tk.textTokens(ctx, texts[len(texts)/2:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := tk.textTokens(ctx, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := tk.tokenize(ctx, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range texts {
+			if strings.Join(got[i], " ") != strings.Join(want[i], " ") {
+				t.Fatalf("%s, text %d %q:\n word by word %q\n FTS5        %q", order, i, texts[i], got[i], want[i])
+			}
+		}
+	}
+}

@@ -272,7 +272,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 			texts = append(texts, c.Title, c.Text)
 		}
 	}
-	tokens, tokErr := x.s.tok.tokenize(ctx, texts)
+	tokens, tokErr := x.s.tok.textTokens(ctx, texts)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if live && tokErr == nil {
