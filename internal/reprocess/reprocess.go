@@ -160,7 +160,7 @@ func Run(ctx context.Context, st Store, k Wiper, r Request, progress func(Progre
 		var ts []store.TaskTransition
 		for _, t := range tasks {
 			if slices.Contains(replayable, t.State) {
-				ts = append(ts, store.TaskTransition{ID: t.ID, From: t.State, To: store.TaskNew, ResetAttempts: true, Reason: reason})
+				ts = append(ts, store.TaskTransition{ID: t.ID, From: t.State, To: store.TaskNew, ResetAttempts: true, Bulk: true, Reason: reason})
 			}
 		}
 		docBack := d.State == store.DocIndexed || d.State == store.DocQuarantined
@@ -182,7 +182,7 @@ func Run(ctx context.Context, st Store, k Wiper, r Request, progress func(Progre
 			p.Conflicts += len(ts) - applied
 		}
 		if docBack {
-			applied, err := transitioned(1, st.TransitionDocuments(ctx, []store.DocumentTransition{{ID: d.ID, From: d.State, To: store.DocNew, ResetAttempts: true, Reason: reason}}))
+			applied, err := transitioned(1, st.TransitionDocuments(ctx, []store.DocumentTransition{{ID: d.ID, From: d.State, To: store.DocNew, ResetAttempts: true, Bulk: true, Reason: reason}}))
 			if err != nil {
 				return p, err
 			}

@@ -134,6 +134,9 @@ func ApplyTaskTransition(cur Task, t TaskTransition, now time.Time) Task {
 	if t.Usage != nil {
 		cur.Usage = *t.Usage
 	}
+	if t.Bulk {
+		cur.Priority = PriorityBulk
+	}
 	switch {
 	case t.ResetAttempts:
 		cur.Attempts = 0
@@ -151,6 +154,9 @@ func ApplyDocumentTransition(cur Document, t DocumentTransition, now time.Time) 
 	cur.LeaseOwner, cur.LeaseUntil = "", time.Time{}
 	cur.RunAfter = t.RunAfter
 	cur.Error = t.Error
+	if t.Bulk {
+		cur.Priority = PriorityBulk
+	}
 	switch {
 	case t.ResetAttempts:
 		cur.Attempts = 0

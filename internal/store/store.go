@@ -48,6 +48,9 @@ type DocumentTransition struct {
 	RefundAttempt bool
 	// ResetAttempts starts counting attempts afresh (reprocess).
 	ResetAttempts bool
+	// Bulk gives the document PriorityBulk (a reprocess: its replay waits
+	// behind what arrives live).
+	Bulk bool
 	// Reason is recorded in the event: "retry", "preempted", "admin", ...
 	Reason string
 }
@@ -71,6 +74,8 @@ type TaskTransition struct {
 	RefundAttempt bool
 	// ResetAttempts starts counting attempts afresh (admin retry, new stage).
 	ResetAttempts bool
+	// Bulk gives the task PriorityBulk (a reprocess).
+	Bulk bool
 	// Reason is recorded in the event.
 	Reason string
 }

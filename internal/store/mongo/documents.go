@@ -352,7 +352,7 @@ func (s *Store) applyDocument(ctx context.Context, r docRecord, t store.Document
 	d := store.ApplyDocumentTransition(cur, t, now)
 	return s.compareAndSet(ctx, s.docs, r.ID, r.Rev, bson.M{
 		"state": string(d.State), "leaseOwner": "", "leaseUntil": int64(0), "runAfter": micros(d.RunAfter),
-		"attempts": d.Attempts, "error": toErrRecord(d.Error), "updatedAt": micros(now),
+		"attempts": d.Attempts, "error": toErrRecord(d.Error), "updatedAt": micros(now), "priority": d.Priority,
 	}, store.DocumentStateEvent(d, t.From, owner, t.Reason, now))
 }
 

@@ -313,7 +313,7 @@ func (s *Store) applyTask(ctx context.Context, r taskRecord, t store.TaskTransit
 	return s.compareAndSet(ctx, s.tasks, r.ID, r.Rev, bson.M{
 		"state": string(next.State), "leaseOwner": "", "leaseUntil": int64(0), "runAfter": micros(next.RunAfter),
 		"attempts": next.Attempts, "lastError": toErrRecord(next.LastError), "usage": toUsageRecord(next.Usage),
-		"result": string(next.Result), "updatedAt": micros(now),
+		"result": string(next.Result), "updatedAt": micros(now), "priority": next.Priority,
 	}, store.TaskStateEvent(next, t.From, owner, t.Reason, now))
 }
 

@@ -24,7 +24,7 @@ const (
 	sqlDocumentByID        = `SELECT ` + docColumns + ` FROM documents WHERE id = ?`
 	sqlNextVersion         = `SELECT COALESCE(MAX(version), 0) + 1 FROM documents WHERE client = ? AND source_type = ? AND external_id = ?`
 	sqlInsertDocument      = `INSERT INTO documents (` + docColumns + `, degraded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	sqlTransitionDocument  = `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ? WHERE id = ?`
+	sqlTransitionDocument  = `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ?, priority = ? WHERE id = ?`
 )
 
 type scanner interface{ Scan(dest ...any) error }
@@ -244,7 +244,7 @@ func transitionDocument(ctx context.Context, tx sqlitedb.Tx, t store.DocumentTra
 		return err
 	}
 	d := store.ApplyDocumentTransition(ds[0], t, now)
-	if _, err := tx.ExecContext(ctx, sqlTransitionDocument, d.State, sqlitedb.Micros(d.RunAfter), d.Attempts, errorCol(d.Error), sqlitedb.Micros(now), d.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlTransitionDocument, d.State, sqlitedb.Micros(d.RunAfter), d.Attempts, errorCol(d.Error), sqlitedb.Micros(now), d.Priority, d.ID); err != nil {
 		return err
 	}
 	_, err = appendEvent(ctx, tx, store.DocumentStateEvent(d, t.From, t.Owner, t.Reason, now))

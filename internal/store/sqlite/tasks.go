@@ -20,7 +20,7 @@ const (
 	sqlClaimTaskUpdate = `UPDATE tasks SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
 	sqlTaskByID        = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`
 	sqlEnqueueTask     = `INSERT INTO tasks (` + taskColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
-	sqlTransitionTask  = `UPDATE tasks SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, last_error = ?, result = ?, usage = ?, updated_at = ? WHERE id = ?`
+	sqlTransitionTask  = `UPDATE tasks SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, last_error = ?, result = ?, usage = ?, updated_at = ?, priority = ? WHERE id = ?`
 )
 
 func scanTask(row scanner) (store.Task, error) {
@@ -211,7 +211,7 @@ func transitionTask(ctx context.Context, tx sqlitedb.Tx, t store.TaskTransition,
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, sqlTransitionTask, cur.State, sqlitedb.Micros(cur.RunAfter), cur.Attempts, errorCol(cur.LastError), []byte(cur.Result), usage, sqlitedb.Micros(now), cur.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlTransitionTask, cur.State, sqlitedb.Micros(cur.RunAfter), cur.Attempts, errorCol(cur.LastError), []byte(cur.Result), usage, sqlitedb.Micros(now), cur.Priority, cur.ID); err != nil {
 		return err
 	}
 	_, err = appendEvent(ctx, tx, store.TaskStateEvent(cur, t.From, t.Owner, t.Reason, now))

@@ -130,6 +130,14 @@ func testDocumentPriority(t *testing.T, s store.Store) {
 	if again := must(s.GetDocument(ctx(t), "acme", got[0].ID))(t); again.Priority != store.PriorityLive {
 		t.Fatalf("stored priority %d", again.Priority)
 	}
+	// Handed back as bulk (a reprocess), it waits behind the older bulk.
+	if err := s.TransitionDocuments(ctx(t), []store.DocumentTransition{{ID: got[0].ID, From: store.DocIndexing, To: store.DocNew, Owner: "A", Bulk: true}}); err != nil {
+		t.Fatal(err)
+	}
+	rest := must(s.ClaimDocuments(ctx(t), claimAt(now, "B", 3)))(t)
+	if len(rest) != 3 || rest[2].ExternalID != "live" || rest[2].Priority != store.PriorityBulk {
+		t.Fatalf("after the demotion claimed %+v, want bulk1, bulk2, live", rest)
+	}
 }
 
 func testDocumentClaim(t *testing.T, s store.Store) {

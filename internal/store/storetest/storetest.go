@@ -39,6 +39,7 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 	t.Run("DocumentsValidation", func(t *testing.T) { t.Parallel(); testDocumentValidation(t, newStore(t)) })
 	t.Run("DocumentsClaimAndRescue", func(t *testing.T) { t.Parallel(); testDocumentClaim(t, newStore(t)) })
 	t.Run("DocumentsClaimLiveFirst", func(t *testing.T) { t.Parallel(); testDocumentPriority(t, newStore(t)) })
+	t.Run("TasksDemotedToBulk", func(t *testing.T) { t.Parallel(); testTaskDemotion(t, newStore(t)) })
 	t.Run("DocumentTransitions", func(t *testing.T) { t.Parallel(); testDocumentTransitions(t, newStore) })
 	t.Run("TasksIdempotentEnqueue", func(t *testing.T) { t.Parallel(); testTaskEnqueue(t, newStore(t)) })
 	t.Run("TaskClaimOrderAndRunAfter", func(t *testing.T) { t.Parallel(); testTaskClaim(t, newStore(t)) })

@@ -42,6 +42,25 @@ func testTaskEnqueue(t *testing.T, s store.Store) {
 	}
 }
 
+// testTaskDemotion: a live task handed back as bulk (a reprocess) keeps
+// that priority and waits behind the bulk enqueued before it.
+func testTaskDemotion(t *testing.T, s store.Store) {
+	now := time.Now()
+	live, bulk := task("acme", "live"), task("acme", "bulk")
+	live.Priority = store.PriorityLive
+	must(s.EnqueueTasks(ctx(t), live, bulk))(t)
+	got := must(s.ClaimTasks(ctx(t), store.StageQualify, claimAt(now, "q", 1)))(t)
+	if len(got) != 1 || got[0].SourceDoc != "live" || got[0].Priority != store.PriorityLive {
+		t.Fatalf("first claim: %+v", got)
+	}
+	if err := s.TransitionTasks(ctx(t), []store.TaskTransition{{ID: got[0].ID, From: store.TaskQualifying, To: store.TaskNew, Owner: "q", Bulk: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if again := must(s.GetTask(ctx(t), "acme", got[0].ID))(t); again.Priority != store.PriorityBulk {
+		t.Fatalf("demoted task has priority %d", again.Priority)
+	}
+}
+
 func testTaskClaim(t *testing.T, s store.Store) {
 	now := time.Now()
 	low, high := task("acme", "low"), task("acme", "high")
