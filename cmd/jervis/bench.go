@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/synthcorpus"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/eval"
@@ -29,9 +31,11 @@ import (
 
 // BenchRun is what jervis bench measured on one corpus.
 type BenchRun struct {
-	Corpus    string `json:"corpus"`
-	Documents int    `json:"documents"`
-	Chunks    int    `json:"chunks"`
+	Corpus string `json:"corpus"`
+	// ChunkStore is where the chunks went: the embedded store or Weaviate.
+	ChunkStore string `json:"chunkStore"`
+	Documents  int    `json:"documents"`
+	Chunks     int    `json:"chunks"`
 	// Wall-clock seconds: store (the import), then index and qualify (run
 	// together, as in serve), and all of it.
 	StoreSeconds   float64 `json:"storeSeconds"`
@@ -83,12 +87,14 @@ type BenchReport struct {
 
 func (a *app) benchCommand() *cobra.Command {
 	var (
-		asJSON  bool
-		corpora []string
-		trickle int
+		asJSON    bool
+		corpora   []string
+		synthetic []int
+		trickle   int
+		backend   string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--json] [--corpus PATH[,PATH...]]... [--trickle N]",
+		Use:   "bench [--json] [--corpus PATH[,PATH...]]... [--synthetic N]... [--backend sqlite|weaviate] [--trickle N]",
 		Short: "Measure the whole pipeline on real corpora: documents/s per stage, freshness, search latency, memory, beside this machine's raw rates",
 		Long: `bench runs the whole pipeline in this process (the configured chunk store — embedded,
 or Weaviate with rag.backend weaviate —, the embedded pipeline store and graph, the rules
@@ -106,17 +112,37 @@ qualifier) on each corpus in a fresh data directory, and reports:
                  embedder's texts/s, float32 vector scan rate
 
 --corpus takes a comma-separated list of paths imported together as one corpus (repeat
-it for several); by default the dev corpora in ../shared/corpus when present (the Jira
-project, the mailing list).`,
+it for several); --synthetic N generates a deterministic synthetic company of N documents
+(mail threads, Jira issues with comments and links, wiki pages; the same people
+throughout; one line to 60,000 characters) and runs it as one more corpus. Without
+either, the dev corpora in ../shared/corpus when present (the Jira project, the mailing
+list). --backend picks the chunk store (default: rag.backend from the configuration;
+weaviate needs rag.weaviate.url, e.g. JERVIS_RAG_WEAVIATE_URL).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(corpora) == 0 {
+			if len(corpora) == 0 && len(synthetic) == 0 {
 				corpora = defaultBenchCorpora()
 			}
+			for _, n := range synthetic {
+				if n < 1 || n > 10_000_000 {
+					return fmt.Errorf("--synthetic %d is not 1..10000000", n)
+				}
+				corpora = append(corpora, syntheticCorpus+strconv.Itoa(n))
+			}
 			if len(corpora) == 0 {
-				return errors.New("no corpus: give --corpus PATH (the dev corpora are not in ../shared/corpus)")
+				return errors.New("no corpus: give --corpus PATH or --synthetic N (the dev corpora are not in ../shared/corpus)")
 			}
 			if trickle < 0 || trickle > 10_000 {
 				return fmt.Errorf("--trickle %d is not 0..10000", trickle)
+			}
+			switch backend {
+			case "":
+			case "sqlite", "weaviate":
+				a.cfg.RAG.Backend = backend
+			default:
+				return fmt.Errorf("--backend %q is not sqlite or weaviate", backend)
+			}
+			if a.cfg.RAG.Backend == "weaviate" && a.cfg.RAG.Weaviate.URL == "" {
+				return errors.New("--backend weaviate: rag.weaviate.url is not set (the configuration, or JERVIS_RAG_WEAVIATE_URL)")
 			}
 			ctx := cmd.Context()
 			rep := BenchReport{Machine: machine()}
@@ -141,6 +167,8 @@ project, the mailing list).`,
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringArrayVar(&corpora, "corpus", nil, "paths imported together as one corpus, comma-separated (repeat for several)")
+	f.IntSliceVar(&synthetic, "synthetic", nil, "also run a synthetic corpus of N documents (repeat for several sizes)")
+	f.StringVar(&backend, "backend", "", "chunk store: sqlite or weaviate (default: rag.backend)")
 	f.IntVar(&trickle, "trickle", 40, "documents trickled in during the bulk to measure freshness (0: none)")
 	return cmd
 }
@@ -173,6 +201,9 @@ func machine() string {
 
 const benchClient = "bench"
 
+// syntheticCorpus prefixes the name of a --synthetic corpus ("synthetic:N").
+const syntheticCorpus = "synthetic:"
+
 // benchOne runs the pipeline over one corpus in a fresh directory.
 func (a *app) benchOne(ctx context.Context, paths []string, trickle int) (BenchRun, error) {
 	run := BenchRun{Corpus: strings.Join(paths, ",")}
@@ -181,11 +212,23 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int) (BenchR
 		return run, err
 	}
 	defer os.RemoveAll(dir)
-	all, _, err := a.openMeasured(ctx, dir, benchClient)
+	if n, ok := strings.CutPrefix(run.Corpus, syntheticCorpus); ok && len(paths) == 1 {
+		docs, _ := strconv.Atoi(n)
+		src := filepath.Join(dir, "synthetic")
+		a.logf("bench: writing %d synthetic documents", docs)
+		c, err := synthcorpus.Write(src, docs)
+		if err != nil {
+			return run, fmt.Errorf("synthetic corpus: %w", err)
+		}
+		a.logf("bench: %d messages, %d issues, %d pages in %d files, %.1f MiB", c.Messages, c.Issues, c.Pages, c.Files, float64(c.Bytes)/(1<<20))
+		paths = []string{src}
+	}
+	all, chunkStore, err := a.openMeasured(ctx, dir, benchClient)
 	if err != nil {
 		return run, err
 	}
 	defer all.Close()
+	run.ChunkStore = chunkStore
 
 	a.logf("bench: importing %s", run.Corpus)
 	start, cpu0 := time.Now(), cpuSeconds()
@@ -521,6 +564,9 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "machine\t%s\n", rep.Machine)
 	r := rep.Roofline
+	if len(rep.Runs) > 0 {
+		fmt.Fprintf(tw, "chunks\t%s\n", rep.Runs[0].ChunkStore)
+	}
 	fmt.Fprintf(tw, "roofline\tSQLite %.0f transactions/s, %.0f rows/s in one transaction; embedder %.0f chunk texts/s (%d-d); vector scan %.1f M vectors/s\n\n",
 		r.SQLiteTxPerSecond, r.SQLiteRowsPerSecond, r.EmbedPerSecond, r.EmbeddingDimensions, r.VectorScanPerSecond/1e6)
 	fmt.Fprintln(tw, "CORPUS\tDOCS\tCHUNKS\tDOCS/S\tSTORE S\tINDEX S\tQUALIFY S\tCPU S/1K (STORE, PIPELINE)\tFRESH P50/P99 MS\tSEARCH P50/P99 MS (1)\tSEARCH P50/P99 MS, REQ/S (16)\tPEAK RSS MIB\tDISK MIB/1K")

@@ -47,3 +47,35 @@ func TestBenchCommand(t *testing.T) {
 		t.Errorf("bad --trickle: exit %d %q", code, errOut)
 	}
 }
+
+// --synthetic N runs a generated company of N documents, alone or beside
+// a corpus; --backend picks the chunk store and refuses what it cannot
+// use.
+func TestBenchSyntheticAndBackend(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, nil, "bench", "--json", "--trickle", "2", "--synthetic", "120", "--backend", "sqlite")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rep BenchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err, out)
+	}
+	if len(rep.Runs) != 1 {
+		t.Fatalf("runs %+v", rep.Runs)
+	}
+	x := rep.Runs[0]
+	if x.Corpus != "synthetic:120" || x.Documents != 120 || x.Chunks < 120 || x.ChunkStore != "sqlite (embedded)" || x.Freshness.N != 2 {
+		t.Errorf("run %+v", x)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"--synthetic 0", "--synthetic"},
+		{"--backend mongo --synthetic 10", "--backend"},
+		{"--backend weaviate --synthetic 10", "rag.weaviate.url"},
+	} {
+		args := append([]string{"bench"}, strings.Fields(tc.args)...)
+		if code, _, errOut := runCLI(t, nil, args...); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d %q", tc.args, code, errOut)
+		}
+	}
+}
