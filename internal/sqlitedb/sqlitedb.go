@@ -42,9 +42,9 @@ type Options struct {
 
 // DB is an open database.
 type DB struct {
-	Path  string
-	W *sql.DB // the one writer connection
-	R *sql.DB // read pool
+	Path string
+	W    *sql.DB // the one writer connection
+	R    *sql.DB // read pool
 
 	writeMu sync.Mutex
 	stmts   map[string]*sql.Stmt // prepared on the writer
