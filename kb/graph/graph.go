@@ -209,8 +209,36 @@ type Graph interface {
 	CountEdgesByType(ctx context.Context) (map[string]int, error)
 	// ListNodes lists nodes in key order, with their chunk IDs.
 	ListNodes(ctx context.Context, q NodeQuery) ([]Node, error)
+	// MergeNode makes alias one with canonical: alias's chunk links and
+	// edges move to canonical (created with alias's type when missing; its
+	// own props win over alias's), each moved edge keeping its type,
+	// origin, confidence, props and evidence and merging into an edge of
+	// the same key as UpsertEdges does; an edge between the two, which
+	// would join canonical to itself, is dropped. alias is then deleted. A
+	// missing alias is no merge (a repeated call finds nothing to do), and
+	// a crash part way leaves what a repeated call finishes.
+	MergeNode(ctx context.Context, alias, canonical string) (Merged, error)
 	// Drop deletes the client's whole graph (a rebuild starts from it).
 	Drop(ctx context.Context) error
+}
+
+// Merged reports what MergeNode changed.
+type Merged struct {
+	EdgesMoved   int  `json:"edgesMoved"`
+	EdgesDropped int  `json:"edgesDropped"`
+	ChunksMoved  int  `json:"chunksMoved"`
+	NodeDeleted  bool `json:"nodeDeleted"`
+}
+
+// Moved returns e with alias replaced by canonical at either end.
+func Moved(e Edge, alias, canonical string) Edge {
+	if e.From == alias {
+		e.From = canonical
+	}
+	if e.To == alias {
+		e.To = canonical
+	}
+	return e
 }
 
 // Store is a graph backend holding every client's graph.

@@ -720,3 +720,61 @@ func (g *clientGraph) Drop(ctx context.Context) error {
 		g.run(ctx, `FOR n IN @@nodes REMOVE n IN @@nodes`, map[string]any{"@nodes": g.nodes}),
 	)
 }
+
+// MergeNode implements graph.Graph. Order: canonical takes alias's chunks
+// (created when missing), the moved edges are upserted, then alias's old
+// edges and alias itself are removed: a crash between steps leaves alias
+// with its edges, which a repeated call moves again (upserts merge).
+func (g *clientGraph) MergeNode(ctx context.Context, alias, canonical string) (graph.Merged, error) {
+	var m graph.Merged
+	if alias == canonical || alias == "" || canonical == "" {
+		return m, fmt.Errorf("%w: merge %q into %q: two different keys are needed", graph.ErrInvalid, alias, canonical)
+	}
+	found, err := fetch[nodeDoc](ctx, g, g.nodes, []string{alias}, "d", nil)
+	if err != nil || len(found) == 0 {
+		return m, err
+	}
+	a := found[0]
+	ctx, cancel := g.ctx(ctx)
+	defer cancel()
+	c := a
+	c.DocKey, c.SortKey, c.Key = docKey(canonical), sortKey(canonical), canonical
+	c.Props, c.RAGChunks = overlay(nil, a.Props), union(a.RAGChunks)
+	if err := g.run(ctx, `UPSERT { _key: @n._key } INSERT @n
+		UPDATE { props: MERGE(@n.props, OLD.props), ragChunks: SORTED(UNION_DISTINCT(OLD.ragChunks, @n.ragChunks)),
+			firstSeen: MIN([OLD.firstSeen, @n.firstSeen]), lastSeen: MAX([OLD.lastSeen, @n.lastSeen]) } IN @@nodes`,
+		map[string]any{"n": c, "@nodes": g.nodes}); err != nil {
+		return m, err
+	}
+	m.ChunksMoved = len(a.RAGChunks)
+	id := g.nodes + "/" + docKey(alias)
+	old, err := query[edgeDoc](ctx, g.s.db, `FOR e IN @@edges FILTER e._from == @id OR e._to == @id RETURN e`, map[string]any{"@edges": g.edges, "id": id})
+	if err != nil {
+		return m, err
+	}
+	var moved []graph.Edge
+	var gone []string
+	for _, d := range old {
+		gone = append(gone, d.DocKey)
+		e := graph.Moved(d.edge(), alias, canonical)
+		if e.From == e.To {
+			m.EdgesDropped++
+			continue
+		}
+		moved = append(moved, e)
+	}
+	m.EdgesMoved = len(moved)
+	if len(moved) > 0 {
+		if err := g.UpsertEdges(ctx, moved...); err != nil {
+			return m, err
+		}
+	}
+	if err := g.run(ctx, `FOR k IN @gone REMOVE k IN @@edges OPTIONS { ignoreErrors: true }`, map[string]any{"gone": gone, "@edges": g.edges}); err != nil {
+		return m, err
+	}
+	if err := g.run(ctx, `REMOVE @k IN @@nodes OPTIONS { ignoreErrors: true }`, map[string]any{"k": docKey(alias), "@nodes": g.nodes}); err != nil {
+		return m, err
+	}
+	m.NodeDeleted = true
+	return m, nil
+}

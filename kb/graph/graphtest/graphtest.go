@@ -30,6 +30,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"ShortestPath", testShortestPath},
 		{"AwkwardKeys", testAwkwardKeys},
 		{"ListNodes", testListNodes},
+		{"MergeNode", testMergeNode},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -388,5 +389,91 @@ func testListNodes(t *testing.T, s graph.Store) {
 	}
 	if _, err := g.ListNodes(ctx, graph.NodeQuery{Limit: 5000}); !errors.Is(err, graph.ErrInvalid) {
 		t.Fatalf("limit 5000: %v", err)
+	}
+}
+
+// testMergeNode: a person known under two keys becomes one node; every
+// edge and chunk link moves with its evidence, an edge between the two is
+// dropped, a repeated merge changes nothing, and the neighbourhood of an
+// issue reaches what the alias was joined to.
+func testMergeNode(t *testing.T, s graph.Store) {
+	g := s.For("acme")
+	ctx := t.Context()
+	t1, t2 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	ann, alias := node("person:ann@acme.test", "c1"), node("person:ann", "c2", "c3")
+	ann.Props, alias.Props = map[string]any{"name": "Ann"}, map[string]any{"name": "ann", "account": "ann"}
+	ann.FirstSeen, alias.FirstSeen = t2, t1
+	check(t, g.UpsertNodes(ctx, ann, alias, node("jira:ops-1", "c4"), node("commit:abc", "c5"), node("person:bob", "c6")))
+	check(t, g.UpsertEdges(ctx,
+		edge("assigned_to", "jira:ops-1", "person:ann", "c4"),
+		edge("authored_by", "commit:abc", "person:ann@acme.test", "c5"),
+		edge("knows", "person:ann", "person:bob", "c2"),
+		edge("knows", "person:ann@acme.test", "person:bob", "c1"),
+		edge("same_as", "person:ann", "person:ann@acme.test", "c3"),
+	))
+	if _, err := g.MergeNode(ctx, "person:ann", "person:ann"); !errors.Is(err, graph.ErrInvalid) {
+		t.Fatalf("merge into itself: %v, want ErrInvalid", err)
+	}
+	m, err := g.MergeNode(ctx, "person:ann", "person:ann@acme.test")
+	check(t, err)
+	if m.EdgesMoved != 2 || m.EdgesDropped != 1 || !m.NodeDeleted {
+		t.Fatalf("merged %+v, want 2 edges moved, 1 dropped, the alias deleted", m)
+	}
+	if _, err := g.Node(ctx, "person:ann"); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("alias still a node: %v", err)
+	}
+	got, err := g.Node(ctx, "person:ann@acme.test")
+	check(t, err)
+	if !slices.Equal(got.RAGChunks, []string{"c1", "c2", "c3"}) || got.Props["name"] != "Ann" || got.Props["account"] != "ann" || !got.FirstSeen.Equal(t1) {
+		t.Fatalf("canonical after the merge: %+v", got)
+	}
+	e, err := g.Edge(ctx, graph.EdgeKey("assigned_to", "jira:ops-1", "person:ann@acme.test"))
+	check(t, err)
+	if !slices.Equal(e.EvidenceChunkIDs, []string{"c4"}) || e.Origin != graph.OriginSyntax || e.Confidence != 0.9 {
+		t.Fatalf("moved edge: %+v", e)
+	}
+	knows, err := g.Edge(ctx, graph.EdgeKey("knows", "person:ann@acme.test", "person:bob"))
+	check(t, err)
+	if !slices.Equal(knows.EvidenceChunkIDs, []string{"c1", "c2"}) {
+		t.Fatalf("an edge moved onto an existing one keeps both evidences: %v", knows.EvidenceChunkIDs)
+	}
+	for _, k := range []string{graph.EdgeKey("assigned_to", "jira:ops-1", "person:ann"), graph.EdgeKey("knows", "person:ann", "person:bob"),
+		graph.EdgeKey("same_as", "person:ann", "person:ann@acme.test")} {
+		if _, err := g.Edge(ctx, k); !errors.Is(err, graph.ErrNotFound) {
+			t.Fatalf("old edge %s still there: %v", k, err)
+		}
+	}
+	hood, err := g.Neighbors(ctx, graph.NeighborQuery{Start: []string{"jira:ops-1"}, Depth: 2})
+	check(t, err)
+	var keys []string
+	for _, n := range hood.Nodes {
+		keys = append(keys, n.Key)
+	}
+	if !slices.Contains(keys, "commit:abc") || slices.Contains(keys, "person:ann") {
+		t.Fatalf("depth 2 from the issue after the merge: %v, want the commit of its assignee", keys)
+	}
+	again, err := g.MergeNode(ctx, "person:ann", "person:ann@acme.test")
+	check(t, err)
+	if again != (graph.Merged{}) {
+		t.Fatalf("a repeated merge changed %+v", again)
+	}
+	// Into a key with no node yet: it is created with the alias's type.
+	check(t, g.UpsertNodes(ctx, node("person:bobby", "c7")))
+	check(t, g.UpsertEdges(ctx, edge("knows", "person:bob", "person:bobby", "c7")))
+	_, err = g.MergeNode(ctx, "person:bob", "person:robert@acme.test")
+	check(t, err)
+	rob, err := g.Node(ctx, "person:robert@acme.test")
+	check(t, err)
+	if rob.Type != "person" || !slices.Equal(rob.RAGChunks, []string{"c6"}) {
+		t.Fatalf("new canonical: %+v", rob)
+	}
+	if _, err := g.Edge(ctx, graph.EdgeKey("knows", "person:ann@acme.test", "person:robert@acme.test")); err != nil {
+		t.Fatalf("edge moved at its other end: %v", err)
+	}
+	if _, err := s.For("other").MergeNode(ctx, "person:bobby", "person:robert@acme.test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Node(ctx, "person:bobby"); err != nil {
+		t.Fatalf("another client's merge touched this one: %v", err)
 	}
 }

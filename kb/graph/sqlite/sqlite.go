@@ -646,3 +646,95 @@ func (g *clientGraph) count(ctx context.Context, table string) (map[string]int, 
 	}
 	return out, rows.Err()
 }
+
+// MergeNode implements graph.Graph, in one transaction.
+func (g *clientGraph) MergeNode(ctx context.Context, alias, canonical string) (graph.Merged, error) {
+	var m graph.Merged
+	if alias == canonical || alias == "" || canonical == "" {
+		return m, fmt.Errorf("%w: merge %q into %q: two different keys are needed", graph.ErrInvalid, alias, canonical)
+	}
+	var moved [][2]graph.Edge // old, new (new.From == "" when dropped)
+	err := g.write(ctx, "merge node", func(tx sqlitedb.Tx) error {
+		m, moved = graph.Merged{}, nil
+		var typ, props string
+		var first, last int64
+		err := tx.QueryRowContext(ctx, `SELECT type, props, first_seen, last_seen FROM nodes WHERE client = ? AND key = ?`, g.client, alias).
+			Scan(&typ, &props, &first, &last)
+		if err == sql.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO nodes (client, key, type, props, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (client, key) DO UPDATE SET props = json_patch(excluded.props, nodes.props),
+				first_seen = min(nodes.first_seen, excluded.first_seen), last_seen = max(nodes.last_seen, excluded.last_seen)`,
+			g.client, canonical, typ, props, first, last); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO node_chunks (client, key, chunk_id) SELECT client, ?, chunk_id FROM node_chunks
+			WHERE client = ? AND key = ? ON CONFLICT DO NOTHING`, canonical, g.client, alias)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		m.ChunksMoved = int(n)
+		edges, err := g.edges(ctx, tx, "edges", `key IN (SELECT key FROM edges INDEXED BY edges_from WHERE client = ? AND from_key = ?
+			UNION SELECT key FROM edges INDEXED BY edges_to WHERE client = ? AND to_key = ?)`, g.client, alias, g.client, alias)
+		if err != nil {
+			return err
+		}
+		for _, e := range edges {
+			ne := graph.Moved(e, alias, canonical)
+			if ne.From == ne.To {
+				m.EdgesDropped++
+				moved = append(moved, [2]graph.Edge{e, {}})
+			} else {
+				m.EdgesMoved++
+				moved = append(moved, [2]graph.Edge{e, ne})
+				props, err := propsJSON(ne.Props)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO edges (client, key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+					ON CONFLICT (client, key) DO UPDATE SET props = json_patch(edges.props, excluded.props),
+						origin = CASE WHEN excluded.confidence > edges.confidence THEN excluded.origin ELSE edges.origin END,
+						confidence = max(edges.confidence, excluded.confidence),
+						first_seen = min(edges.first_seen, excluded.first_seen), last_seen = max(edges.last_seen, excluded.last_seen)`,
+					g.client, ne.Key(), ne.Type, ne.From, ne.To, props, ne.Confidence, ne.Origin, sqlitedb.Micros(ne.FirstSeen), sqlitedb.Micros(ne.LastSeen)); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO edge_evidence (client, edge_key, chunk_id) SELECT client, ?, chunk_id FROM edge_evidence
+					WHERE client = ? AND edge_key = ? ON CONFLICT DO NOTHING`, ne.Key(), g.client, e.Key()); err != nil {
+					return err
+				}
+			}
+			for _, q := range []string{`DELETE FROM edge_evidence WHERE client = ? AND edge_key = ?`, `DELETE FROM edges WHERE client = ? AND key = ?`} {
+				if _, err := tx.ExecContext(ctx, q, g.client, e.Key()); err != nil {
+					return err
+				}
+			}
+		}
+		for _, q := range []string{`DELETE FROM node_chunks WHERE client = ? AND key = ?`, `DELETE FROM nodes WHERE client = ? AND key = ?`} {
+			if _, err := tx.ExecContext(ctx, q, g.client, alias); err != nil {
+				return err
+			}
+		}
+		m.NodeDeleted = true
+		return nil
+	}, func(a *adjacency) {
+		if !m.NodeDeleted {
+			return
+		}
+		a.addNode(canonical)
+		for _, p := range moved {
+			a.removeEdge(p[0].Key(), p[0].From, p[0].To)
+			if p[1].From != "" {
+				a.addEdge(p[1].Key(), p[1].Type, p[1].From, p[1].To)
+			}
+		}
+		a.removeNode(alias)
+	})
+	return m, err
+}
