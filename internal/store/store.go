@@ -280,6 +280,7 @@ type Store interface {
 	Memories
 	Events
 	Aliases
+	Identities
 	Cursors
 	Clients
 	// Stats counts documents and tasks per state, source, kind and client.

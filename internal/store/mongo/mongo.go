@@ -76,6 +76,7 @@ type Store struct {
 	docs, tasks, memories, events, counters *mgo.Collection
 	aliases, cursors, clients, keys, links  *mgo.Collection
 	answers                                 *mgo.Collection
+	facts, decisions                        *mgo.Collection
 
 	gapWait time.Duration
 	stable  stableSeq // events up to here are all visible
@@ -120,6 +121,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		memories: db.Collection("task_memory"), events: db.Collection("events"), counters: db.Collection("counters"),
 		aliases: db.Collection("aliases"), cursors: db.Collection("cursors"), clients: db.Collection("clients"),
 		keys: db.Collection("api_keys"), links: db.Collection("link_patterns"), answers: db.Collection("model_answers"),
+		facts: db.Collection("identity_facts"), decisions: db.Collection("identity_decisions"),
 		gapWait: cmp.Or(o.GapWait, 10*time.Second),
 	}
 	if err := s.ensureIndexes(ctx); err != nil {
@@ -179,7 +181,10 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			idx(bson.D{{Key: "hash", Value: 1}}, true, "hash"),
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "createdAt", Value: 1}}, false, "client"),
 		},
-		s.links: {idx(bson.D{{Key: "client", Value: 1}, {Key: "kind", Value: 1}, {Key: "pattern", Value: 1}}, true, "pattern")},
+		s.facts:     {idx(bson.D{{Key: "client", Value: 1}, {Key: "source", Value: 1}}, false, "source")},
+		s.decisions: {idx(bson.D{{Key: "client", Value: 1}, {Key: "at", Value: 1}}, false, "client")},
+		s.aliases:   {idx(bson.D{{Key: "client", Value: 1}, {Key: "alias", Value: 1}}, false, "client")},
+		s.links:     {idx(bson.D{{Key: "client", Value: 1}, {Key: "kind", Value: 1}, {Key: "pattern", Value: 1}}, true, "pattern")},
 	}
 	for c, models := range all {
 		// Only the missing ones: creating an existing index again is a

@@ -157,4 +157,33 @@ ALTER TABLE documents ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 DROP INDEX documents_claim;
 CREATE INDEX documents_claim ON documents (state, priority DESC, run_after, observed_at);
 `,
+	// 8: identity resolution: what sources say about who people are,
+	// people's decisions, and why an alias was made.
+	`
+CREATE TABLE identity_facts (
+	client     TEXT NOT NULL,
+	source     TEXT NOT NULL,
+	ref        TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	value      TEXT NOT NULL,
+	evidence   TEXT NOT NULL,
+	seen       INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (client, source, ref, kind, value)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE identity_decisions (
+	client TEXT NOT NULL,
+	a      TEXT NOT NULL,
+	b      TEXT NOT NULL,
+	merge  INTEGER NOT NULL,
+	who    TEXT NOT NULL,
+	why    TEXT NOT NULL,
+	at     INTEGER NOT NULL,
+	PRIMARY KEY (client, a, b)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE identity_versions (client TEXT PRIMARY KEY, version INTEGER NOT NULL) STRICT;
+ALTER TABLE aliases ADD COLUMN stage TEXT NOT NULL DEFAULT '';
+ALTER TABLE aliases ADD COLUMN confidence REAL NOT NULL DEFAULT 1;
+ALTER TABLE aliases ADD COLUMN evidence TEXT NOT NULL DEFAULT '[]';
+`,
 }

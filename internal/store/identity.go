@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Identity fact kinds: what a source says a person ref stands for.
+const (
+	// FactEmail: the person's e-mail address (normalised: lower-case).
+	FactEmail = "email"
+	// FactAccount: the person's account in a source ("jira:eharris").
+	FactAccount = "account"
+	// FactName: the person's name as the person wrote it (a Git author, a
+	// mail's From) or as the source's own user record holds it (a Jira
+	// display name); normalised: lower-case, spaces collapsed.
+	FactName = "name"
+	// FactNamed: a name someone else used for the address (a mail's To and
+	// Cc): recorded, never a reason to merge.
+	FactNamed = "named"
+)
+
+// IdentityFact is one thing a source item says about who a person ref is:
+// person:eharris is the Jira account eharris, named "ewan harris".
+type IdentityFact struct {
+	Ref      string    `json:"ref"`      // the person ref the item's relations use
+	Kind     string    `json:"kind"`     // FactEmail, FactAccount, FactName, FactNamed
+	Value    string    `json:"value"`    // normalised
+	Source   string    `json:"source"`   // the item that says it (its main node ref)
+	Evidence string    `json:"evidence"` // the line of the item that says it
+	Seen     time.Time `json:"seen"`     // when the item was observed
+}
+
+// IdentityDecision is a person's decision on two refs: one person (merge)
+// or two (split). It wins over the resolver's rules and survives
+// reprocessing.
+type IdentityDecision struct {
+	Client string    `json:"client"`
+	A      string    `json:"a"`
+	B      string    `json:"b"`
+	Merge  bool      `json:"merge"` // false: a split
+	Who    string    `json:"who"`
+	Why    string    `json:"why"`
+	At     time.Time `json:"at"`
+}
+
+// Alias is a ref the resolver found to stand for another, with why.
+type Alias struct {
+	Alias      string   `json:"alias"`
+	Canonical  string   `json:"canonical"`
+	Stage      string   `json:"stage"` // the rule that joined them ("email", "account", "git name", "display name", "manual")
+	Confidence float64  `json:"confidence"`
+	Evidence   []string `json:"evidence"` // the lines that say so
+}
+
+// Identities keeps what sources say about who people are, people's
+// decisions about it, and the aliases the resolver derives from both.
+type Identities interface {
+	// PutIdentityFacts replaces what source says about identities with
+	// facts (none: it says nothing any more). Putting the same facts again
+	// changes nothing, not even IdentityVersion.
+	PutIdentityFacts(ctx context.Context, client, source string, facts []IdentityFact) error
+	// ListIdentityFacts returns every fact of client's sources.
+	ListIdentityFacts(ctx context.Context, client string) ([]IdentityFact, error)
+	// PutIdentityDecision records a decision on a pair, replacing an
+	// earlier one on the same pair (in either order).
+	PutIdentityDecision(ctx context.Context, d IdentityDecision) error
+	// ListIdentityDecisions returns client's decisions, oldest first.
+	ListIdentityDecisions(ctx context.Context, client string) ([]IdentityDecision, error)
+	// ReplaceAliases makes aliases client's resolved aliases: those not
+	// listed are removed (an alias recorded by RecordAlias, with no stage,
+	// is left alone).
+	ReplaceAliases(ctx context.Context, client string, aliases []Alias) error
+	// ListAliases returns client's aliases, by alias.
+	ListAliases(ctx context.Context, client string) ([]Alias, error)
+	// IdentityVersion changes whenever client's facts or decisions do.
+	IdentityVersion(ctx context.Context, client string) (string, error)
+}

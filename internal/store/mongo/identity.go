@@ -1,0 +1,221 @@
+package mongo
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	mgo "go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+type factRecord struct {
+	ID       string `bson:"_id"`
+	Client   string `bson:"client"`
+	Source   string `bson:"source"`
+	Ref      string `bson:"ref"`
+	Kind     string `bson:"kind"`
+	Value    string `bson:"value"`
+	Evidence string `bson:"evidence"`
+	Seen     int64  `bson:"seen"`
+}
+
+func (r factRecord) fact() store.IdentityFact {
+	return store.IdentityFact{Ref: r.Ref, Kind: r.Kind, Value: r.Value, Source: r.Source, Evidence: r.Evidence, Seen: fromMicros(r.Seen)}
+}
+
+func compareFacts(a, b store.IdentityFact) int {
+	return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Value, b.Value))
+}
+
+// identityVersion is the counters document moved by every change of a
+// client's facts or decisions.
+func identityVersion(client string) string { return "identity\x00" + client }
+
+func (s *Store) bumpIdentity(ctx context.Context, client string) error {
+	_, err := s.counters.UpdateOne(ctx, bson.M{"_id": identityVersion(client)}, bson.M{"$inc": bson.M{"seq": 1}}, options.Update().SetUpsert(true))
+	return err
+}
+
+func (s *Store) findFacts(ctx context.Context, filter bson.M) ([]store.IdentityFact, error) {
+	cur, err := s.facts.Find(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("list identity facts: %w", err)
+	}
+	var recs []factRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("list identity facts: %w", err)
+	}
+	out := make([]store.IdentityFact, len(recs))
+	for i, r := range recs {
+		out[i] = r.fact()
+	}
+	slices.SortFunc(out, compareFacts)
+	return out, nil
+}
+
+// PutIdentityFacts implements store.Identities. Order: the new facts are
+// upserted, then the source's others removed, then the version moved; a
+// crash part way is finished by the task's retry.
+func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, facts []store.IdentityFact) error {
+	if client == "" || source == "" {
+		return fmt.Errorf("%w: identity facts: client and source are required", store.ErrInvalid)
+	}
+	var want []store.IdentityFact
+	for _, f := range facts {
+		if f.Ref == "" || f.Kind == "" || f.Value == "" {
+			return fmt.Errorf("%w: identity fact of %s: ref, kind and value are required", store.ErrInvalid, source)
+		}
+		f.Source, f.Seen = source, f.Seen.UTC().Truncate(time.Microsecond)
+		want = append(want, f)
+	}
+	slices.SortFunc(want, compareFacts)
+	want = slices.CompactFunc(want, func(a, b store.IdentityFact) bool { return compareFacts(a, b) == 0 })
+	had, err := s.findFacts(ctx, bson.M{"client": client, "source": source})
+	if err != nil {
+		return err
+	}
+	if slices.EqualFunc(had, want, func(a, b store.IdentityFact) bool {
+		return compareFacts(a, b) == 0 && a.Evidence == b.Evidence && a.Seen.Equal(b.Seen)
+	}) {
+		return nil
+	}
+	ids := make([]string, 0, len(want))
+	for _, f := range want {
+		id := pairKey(client, source+"\x00"+f.Ref+"\x00"+f.Kind+"\x00"+f.Value)
+		ids = append(ids, id)
+		r := factRecord{ID: id, Client: client, Source: source, Ref: f.Ref, Kind: f.Kind, Value: f.Value, Evidence: f.Evidence, Seen: micros(f.Seen)}
+		if _, err := s.facts.ReplaceOne(ctx, bson.M{"_id": id}, r, options.Replace().SetUpsert(true)); err != nil {
+			return fmt.Errorf("put identity facts: %w", err)
+		}
+	}
+	if _, err := s.facts.DeleteMany(ctx, bson.M{"client": client, "source": source, "_id": bson.M{"$nin": ids}}); err != nil {
+		return fmt.Errorf("put identity facts: %w", err)
+	}
+	return s.bumpIdentity(ctx, client)
+}
+
+// ListIdentityFacts implements store.Identities.
+func (s *Store) ListIdentityFacts(ctx context.Context, client string) ([]store.IdentityFact, error) {
+	return s.findFacts(ctx, bson.M{"client": client})
+}
+
+type decisionRecord struct {
+	ID     string `bson:"_id"`
+	Client string `bson:"client"`
+	A      string `bson:"a"`
+	B      string `bson:"b"`
+	Merge  bool   `bson:"merge"`
+	Who    string `bson:"who"`
+	Why    string `bson:"why"`
+	At     int64  `bson:"at"`
+}
+
+// PutIdentityDecision implements store.Identities.
+func (s *Store) PutIdentityDecision(ctx context.Context, d store.IdentityDecision) error {
+	if d.Client == "" || d.A == "" || d.B == "" || d.A == d.B {
+		return fmt.Errorf("%w: identity decision: client and two different refs are required", store.ErrInvalid)
+	}
+	a, b := min(d.A, d.B), max(d.A, d.B)
+	id := pairKey(d.Client, a+"\x00"+b)
+	r := decisionRecord{ID: id, Client: d.Client, A: a, B: b, Merge: d.Merge, Who: d.Who, Why: d.Why, At: micros(cmp.Or(d.At, time.Now()))}
+	if _, err := s.decisions.ReplaceOne(ctx, bson.M{"_id": id}, r, options.Replace().SetUpsert(true)); err != nil {
+		return fmt.Errorf("put identity decision: %w", err)
+	}
+	return s.bumpIdentity(ctx, d.Client)
+}
+
+// ListIdentityDecisions implements store.Identities.
+func (s *Store) ListIdentityDecisions(ctx context.Context, client string) ([]store.IdentityDecision, error) {
+	cur, err := s.decisions.Find(ctx, bson.M{"client": client}, options.Find().SetSort(bson.D{{Key: "at", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("list identity decisions: %w", err)
+	}
+	var recs []decisionRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("list identity decisions: %w", err)
+	}
+	out := make([]store.IdentityDecision, len(recs))
+	for i, r := range recs {
+		out[i] = store.IdentityDecision{Client: r.Client, A: r.A, B: r.B, Merge: r.Merge, Who: r.Who, Why: r.Why, At: fromMicros(r.At)}
+	}
+	return out, nil
+}
+
+type aliasRecord struct {
+	Alias      string   `bson:"alias"`
+	Canonical  string   `bson:"canonical"`
+	Stage      string   `bson:"stage"`
+	Confidence float64  `bson:"confidence"`
+	Evidence   []string `bson:"evidence"`
+}
+
+// ReplaceAliases implements store.Identities.
+func (s *Store) ReplaceAliases(ctx context.Context, client string, aliases []store.Alias) error {
+	ids := make([]string, 0, len(aliases))
+	for _, a := range aliases {
+		if a.Alias == "" || a.Canonical == "" || a.Stage == "" {
+			return fmt.Errorf("%w: alias: alias, canonical and stage are required", store.ErrInvalid)
+		}
+		ids = append(ids, pairKey(client, a.Alias))
+	}
+	now := micros(time.Now())
+	for _, a := range aliases {
+		ev := a.Evidence
+		if ev == nil {
+			ev = []string{}
+		}
+		if _, err := s.aliases.UpdateOne(ctx, bson.M{"_id": pairKey(client, a.Alias)}, bson.M{"$set": bson.M{"client": client, "alias": a.Alias,
+			"canonical": a.Canonical, "stage": a.Stage, "confidence": a.Confidence, "evidence": ev, "updatedAt": now}},
+			options.Update().SetUpsert(true)); err != nil {
+			return fmt.Errorf("replace aliases: %w", err)
+		}
+	}
+	_, err := s.aliases.DeleteMany(ctx, bson.M{"client": client, "stage": bson.M{"$exists": true, "$ne": ""}, "_id": bson.M{"$nin": ids}})
+	if err != nil {
+		return fmt.Errorf("replace aliases: %w", err)
+	}
+	return nil
+}
+
+// ListAliases implements store.Identities.
+func (s *Store) ListAliases(ctx context.Context, client string) ([]store.Alias, error) {
+	cur, err := s.aliases.Find(ctx, bson.M{"client": client}, options.Find().SetSort(bson.D{{Key: "alias", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("list aliases: %w", err)
+	}
+	var recs []aliasRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("list aliases: %w", err)
+	}
+	out := make([]store.Alias, len(recs))
+	for i, r := range recs {
+		out[i] = store.Alias{Alias: r.Alias, Canonical: r.Canonical, Stage: r.Stage, Confidence: r.Confidence, Evidence: r.Evidence}
+		if r.Stage == "" {
+			out[i].Confidence = 1
+		}
+		if out[i].Evidence == nil {
+			out[i].Evidence = []string{}
+		}
+	}
+	return out, nil
+}
+
+// IdentityVersion implements store.Identities.
+func (s *Store) IdentityVersion(ctx context.Context, client string) (string, error) {
+	var c struct {
+		Seq int64 `bson:"seq"`
+	}
+	err := s.counters.FindOne(ctx, bson.M{"_id": identityVersion(client)}).Decode(&c)
+	if err != nil && !errors.Is(err, mgo.ErrNoDocuments) {
+		return "", fmt.Errorf("identity version: %w", err)
+	}
+	return strconv.FormatInt(c.Seq, 10), nil
+}

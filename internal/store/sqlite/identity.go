@@ -1,0 +1,207 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// bumpIdentity moves client's identity version (in tx).
+func bumpIdentity(ctx context.Context, tx sqlitedb.Tx, client string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO identity_versions (client, version) VALUES (?, 1)
+		ON CONFLICT (client) DO UPDATE SET version = version + 1`, client)
+	return err
+}
+
+// PutIdentityFacts implements store.Identities.
+func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, facts []store.IdentityFact) error {
+	if client == "" || source == "" {
+		return fmt.Errorf("%w: identity facts: client and source are required", store.ErrInvalid)
+	}
+	for _, f := range facts {
+		if f.Ref == "" || f.Kind == "" || f.Value == "" {
+			return fmt.Errorf("%w: identity fact of %s: ref, kind and value are required", store.ErrInvalid, source)
+		}
+	}
+	want := sortedFacts(facts, source)
+	had, err := s.factsWhere(ctx, `client = ? AND source = ?`, client, source)
+	if err != nil {
+		return err
+	}
+	if slices.EqualFunc(had, want, sameFact) {
+		return nil
+	}
+	now := sqlitedb.Micros(time.Now())
+	return s.db.Write(ctx, "put identity facts", func(tx sqlitedb.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM identity_facts WHERE client = ? AND source = ?`, client, source); err != nil {
+			return err
+		}
+		for _, f := range want {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO identity_facts (client, source, ref, kind, value, evidence, seen, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+				client, source, f.Ref, f.Kind, f.Value, f.Evidence, sqlitedb.Micros(f.Seen), now); err != nil {
+				return err
+			}
+		}
+		return bumpIdentity(ctx, tx, client)
+	})
+}
+
+// sortedFacts returns facts of source in key order, one per key.
+func sortedFacts(facts []store.IdentityFact, source string) []store.IdentityFact {
+	out := make([]store.IdentityFact, len(facts))
+	for i, f := range facts {
+		f.Source, f.Seen = source, f.Seen.UTC().Truncate(time.Microsecond)
+		out[i] = f
+	}
+	slices.SortFunc(out, compareFacts)
+	return slices.CompactFunc(out, func(a, b store.IdentityFact) bool { return compareFacts(a, b) == 0 })
+}
+
+func compareFacts(a, b store.IdentityFact) int {
+	return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Value, b.Value))
+}
+
+func sameFact(a, b store.IdentityFact) bool {
+	return compareFacts(a, b) == 0 && a.Evidence == b.Evidence && a.Seen.Equal(b.Seen)
+}
+
+func (s *Store) factsWhere(ctx context.Context, where string, args ...any) ([]store.IdentityFact, error) {
+	rows, err := s.db.Query(ctx, `SELECT source, ref, kind, value, evidence, seen FROM identity_facts WHERE `+where+
+		` ORDER BY source, ref, kind, value`, args...)
+	if err != nil {
+		return nil, s.db.Explain("list identity facts", err)
+	}
+	defer rows.Close()
+	var out []store.IdentityFact
+	for rows.Next() {
+		var f store.IdentityFact
+		var seen int64
+		if err := rows.Scan(&f.Source, &f.Ref, &f.Kind, &f.Value, &f.Evidence, &seen); err != nil {
+			return nil, err
+		}
+		f.Seen = sqlitedb.Time(seen)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// ListIdentityFacts implements store.Identities.
+func (s *Store) ListIdentityFacts(ctx context.Context, client string) ([]store.IdentityFact, error) {
+	return s.factsWhere(ctx, `client = ?`, client)
+}
+
+// pair orders a decision's two refs, so that (a, b) and (b, a) are one.
+func pair(a, b string) (string, string) {
+	if b < a {
+		return b, a
+	}
+	return a, b
+}
+
+// PutIdentityDecision implements store.Identities.
+func (s *Store) PutIdentityDecision(ctx context.Context, d store.IdentityDecision) error {
+	if d.Client == "" || d.A == "" || d.B == "" || d.A == d.B {
+		return fmt.Errorf("%w: identity decision: client and two different refs are required", store.ErrInvalid)
+	}
+	a, b := pair(d.A, d.B)
+	return s.db.Write(ctx, "put identity decision", func(tx sqlitedb.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO identity_decisions (client, a, b, merge, who, why, at) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (client, a, b) DO UPDATE SET merge = excluded.merge, who = excluded.who, why = excluded.why, at = excluded.at`,
+			d.Client, a, b, d.Merge, d.Who, d.Why, sqlitedb.Micros(cmp.Or(d.At, time.Now()))); err != nil {
+			return err
+		}
+		return bumpIdentity(ctx, tx, d.Client)
+	})
+}
+
+// ListIdentityDecisions implements store.Identities.
+func (s *Store) ListIdentityDecisions(ctx context.Context, client string) ([]store.IdentityDecision, error) {
+	rows, err := s.db.Query(ctx, `SELECT a, b, merge, who, why, at FROM identity_decisions WHERE client = ? ORDER BY at, a, b`, client)
+	if err != nil {
+		return nil, s.db.Explain("list identity decisions", err)
+	}
+	defer rows.Close()
+	var out []store.IdentityDecision
+	for rows.Next() {
+		d := store.IdentityDecision{Client: client}
+		var at int64
+		if err := rows.Scan(&d.A, &d.B, &d.Merge, &d.Who, &d.Why, &at); err != nil {
+			return nil, err
+		}
+		d.At = sqlitedb.Time(at)
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// ReplaceAliases implements store.Identities.
+func (s *Store) ReplaceAliases(ctx context.Context, client string, aliases []store.Alias) error {
+	keep := make([]string, 0, len(aliases))
+	for _, a := range aliases {
+		if a.Alias == "" || a.Canonical == "" || a.Stage == "" {
+			return fmt.Errorf("%w: alias: alias, canonical and stage are required", store.ErrInvalid)
+		}
+		keep = append(keep, a.Alias)
+	}
+	keepJSON, _ := json.Marshal(keep)
+	now := sqlitedb.Micros(time.Now())
+	return s.db.Write(ctx, "replace aliases", func(tx sqlitedb.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM aliases WHERE client = ? AND stage <> '' AND alias NOT IN (SELECT value FROM json_each(?))`,
+			client, string(keepJSON)); err != nil {
+			return err
+		}
+		for _, a := range aliases {
+			if a.Evidence == nil {
+				a.Evidence = []string{}
+			}
+			ev, _ := json.Marshal(a.Evidence)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO aliases (client, alias, canonical, updated_at, stage, confidence, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (client, alias) DO UPDATE SET canonical = excluded.canonical, stage = excluded.stage, confidence = excluded.confidence,
+					evidence = excluded.evidence, updated_at = CASE WHEN aliases.canonical = excluded.canonical THEN aliases.updated_at ELSE excluded.updated_at END`,
+				client, a.Alias, a.Canonical, now, a.Stage, a.Confidence, string(ev)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ListAliases implements store.Identities.
+func (s *Store) ListAliases(ctx context.Context, client string) ([]store.Alias, error) {
+	rows, err := s.db.Query(ctx, `SELECT alias, canonical, stage, confidence, evidence FROM aliases WHERE client = ? ORDER BY alias`, client)
+	if err != nil {
+		return nil, s.db.Explain("list aliases", err)
+	}
+	defer rows.Close()
+	var out []store.Alias
+	for rows.Next() {
+		var a store.Alias
+		var ev string
+		if err := rows.Scan(&a.Alias, &a.Canonical, &a.Stage, &a.Confidence, &ev); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(ev), &a.Evidence); err != nil {
+			return nil, fmt.Errorf("alias %s evidence: %w", a.Alias, err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// IdentityVersion implements store.Identities.
+func (s *Store) IdentityVersion(ctx context.Context, client string) (string, error) {
+	var v int64
+	err := s.db.QueryRow(ctx, `SELECT coalesce((SELECT version FROM identity_versions WHERE client = ?), 0)`, client).Scan(&v)
+	if err != nil {
+		return "", s.db.Explain("identity version", err)
+	}
+	return strconv.FormatInt(v, 10), nil
+}

@@ -1,0 +1,116 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// testIdentities: facts are replaced per source and kept per client, the
+// version moves only when something changed, decisions are one per pair in
+// either order, and resolved aliases replace each other while an alias
+// recorded by hand stays.
+func testIdentities(t *testing.T, s store.Store) {
+	c := ctx(t)
+	seen := time.Date(2026, 3, 1, 8, 0, 0, 123456789, time.UTC)
+	v0 := must(s.IdentityVersion(c, "acme"))(t)
+	facts := []store.IdentityFact{
+		{Ref: "person:eharris", Kind: store.FactAccount, Value: "jira:eharris", Evidence: "Assignee: eharris (Ewan Harris)", Seen: seen},
+		{Ref: "person:eharris", Kind: store.FactName, Value: "ewan harris", Evidence: "Assignee: eharris (Ewan Harris)", Seen: seen},
+	}
+	if err := s.PutIdentityFacts(c, "acme", "jira:ops-1", facts); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIdentityFacts(c, "globex", "jira:ops-1", facts[:1]); err != nil {
+		t.Fatal(err)
+	}
+	v1 := must(s.IdentityVersion(c, "acme"))(t)
+	if v1 == v0 {
+		t.Fatal("the version did not move with new facts")
+	}
+	if err := s.PutIdentityFacts(c, "acme", "jira:ops-1", []store.IdentityFact{facts[1], facts[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if v := must(s.IdentityVersion(c, "acme"))(t); v != v1 {
+		t.Fatalf("the same facts again moved the version %s → %s", v1, v)
+	}
+	got := must(s.ListIdentityFacts(c, "acme"))(t)
+	if len(got) != 2 || got[0].Kind != store.FactAccount || got[0].Source != "jira:ops-1" || !got[0].Seen.Equal(seen.Truncate(time.Microsecond)) || got[1].Value != "ewan harris" {
+		t.Fatalf("acme facts: %+v", got)
+	}
+	if got := must(s.ListIdentityFacts(c, "globex"))(t); len(got) != 1 {
+		t.Fatalf("globex facts: %+v", got)
+	}
+	if err := s.PutIdentityFacts(c, "acme", "jira:ops-1", facts[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.ListIdentityFacts(c, "acme"))(t); len(got) != 1 || got[0].Kind != store.FactName {
+		t.Fatalf("replaced facts: %+v", got)
+	}
+	if must(s.IdentityVersion(c, "acme"))(t) == v1 {
+		t.Fatal("the version did not move when a fact went")
+	}
+	if err := s.PutIdentityFacts(c, "acme", "jira:ops-2", []store.IdentityFact{{Ref: "person:x"}}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a fact without kind and value: %v", err)
+	}
+
+	// Decisions: one per pair, in either order; the latest wins.
+	v2 := must(s.IdentityVersion(c, "acme"))(t)
+	if err := s.PutIdentityDecision(c, store.IdentityDecision{Client: "acme", A: "person:b", B: "person:a", Merge: true, Who: "ops", Why: "same person"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIdentityDecision(c, store.IdentityDecision{Client: "acme", A: "person:a", B: "person:b", Who: "ops", Why: "two people after all"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIdentityDecision(c, store.IdentityDecision{Client: "acme", A: "person:a", B: "person:a"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a decision on one ref: %v", err)
+	}
+	ds := must(s.ListIdentityDecisions(c, "acme"))(t)
+	if len(ds) != 1 || ds[0].Merge || ds[0].Why != "two people after all" || ds[0].At.IsZero() {
+		t.Fatalf("decisions: %+v", ds)
+	}
+	if ds := must(s.ListIdentityDecisions(c, "globex"))(t); len(ds) != 0 {
+		t.Fatalf("globex sees acme's decisions: %+v", ds)
+	}
+	if must(s.IdentityVersion(c, "acme"))(t) == v2 {
+		t.Fatal("the version did not move with a decision")
+	}
+
+	// Aliases: resolved ones replace each other; a hand-recorded one stays.
+	if err := s.RecordAlias(c, "acme", "person:annie", "person:ann"); err != nil {
+		t.Fatal(err)
+	}
+	first := []store.Alias{
+		{Alias: "person:eharris", Canonical: "person:ewan@x.test", Stage: "display name", Confidence: 0.7, Evidence: []string{"Author: Ewan Harris <ewan@x.test>"}},
+		{Alias: "person:ewan@y.test", Canonical: "person:ewan@x.test", Stage: "git name", Confidence: 0.9},
+	}
+	if err := s.ReplaceAliases(c, "acme", first); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.ResolveAlias(c, "acme", "person:eharris"))(t); got != "person:ewan@x.test" {
+		t.Fatalf("resolved alias resolves to %q", got)
+	}
+	if err := s.ReplaceAliases(c, "acme", first[1:]); err != nil {
+		t.Fatal(err)
+	}
+	as := must(s.ListAliases(c, "acme"))(t)
+	var names []string
+	for _, a := range as {
+		names = append(names, a.Alias+"→"+a.Canonical+"/"+a.Stage)
+	}
+	if !slices.Equal(names, []string{"person:annie→person:ann/", "person:ewan@y.test→person:ewan@x.test/git name"}) || as[1].Confidence != 0.9 || as[1].Evidence == nil {
+		t.Fatalf("aliases after a replace: %v (%+v)", names, as)
+	}
+	if _, err := s.ResolveAlias(c, "acme", "person:eharris"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a dropped alias still resolves: %v", err)
+	}
+	if as := must(s.ListAliases(c, "globex"))(t); len(as) != 0 {
+		t.Fatalf("globex sees acme's aliases: %+v", as)
+	}
+	if err := s.ReplaceAliases(c, "acme", []store.Alias{{Alias: "person:x", Canonical: "person:y"}}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("an alias without a stage: %v", err)
+	}
+}
