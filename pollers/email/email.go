@@ -132,12 +132,11 @@ func Parse(raw []byte) (*Message, error) {
 		m.Subject = bestEffortHeader(h.Get("Subject"))
 		m.decodingIssue("subject: not valid in its charset, decoded best effort")
 	}
-	m.From = addresses(h, "From")
-	if len(m.From) > 0 {
-		m.From = strings.Split(m.From, ", ")[0]
+	if from := addresses(h, "From"); len(from) > 0 {
+		m.From = from[0]
 	}
-	m.To = splitNonEmpty(addresses(h, "To"))
-	m.Cc = splitNonEmpty(addresses(h, "Cc"))
+	m.To = addresses(h, "To")
+	m.Cc = addresses(h, "Cc")
 	if d, err := h.Date(); err == nil {
 		m.Date = d.UTC()
 	}
@@ -426,41 +425,44 @@ func validText(s string) string {
 	return out
 }
 
-// addresses returns the header's addresses as "Name <addr>" joined by ", ",
-// falling back to the decoded raw value when it does not parse.
-func addresses(h mail.Header, key string) string {
+// addresses returns the header's addresses, each as "Name <addr>" (a name
+// may hold a comma: "Hawkins, Nick" <nick@…> is one address), falling back
+// to the decoded raw value split at ", " when it does not parse.
+func addresses(h mail.Header, key string) []string {
 	list, err := h.AddressList(key)
 	if err == nil {
-		out := make([]string, len(list))
-		for i, a := range list {
+		var out []string
+		for _, a := range list {
 			// Not a.String(): it re-encodes non-ASCII names as encoded words.
-			out[i] = a.Address
+			s := a.Address
 			if a.Name != "" {
-				out[i] = a.Name + " <" + a.Address + ">"
+				s = a.Name + " <" + a.Address + ">"
 			}
+			out = append(out, validText(s))
 		}
-		return validText(strings.Join(out, ", "))
+		return out
 	}
 	v, err := h.Text(key)
 	if err != nil {
-		return bestEffortHeader(h.Get(key))
+		v = bestEffortHeader(h.Get(key))
 	}
-	return validText(v)
-}
-
-func splitNonEmpty(s string) []string {
-	if s == "" {
+	if v = validText(v); v == "" {
 		return nil
 	}
-	return strings.Split(s, ", ")
+	return strings.Split(v, ", ")
 }
 
-// Address returns the bare address of "Name <addr>" (lower-cased).
+// Address returns the bare address of "Name <addr>" (lower-cased; a name
+// may hold a comma).
 func Address(s string) string {
 	if a, err := mail.ParseAddress(s); err == nil {
 		return strings.ToLower(a.Address)
 	}
-	return strings.ToLower(strings.Trim(strings.TrimSpace(s), "<>"))
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "<"); i >= 0 && strings.HasSuffix(s, ">") {
+		s = s[i+1 : len(s)-1]
+	}
+	return strings.ToLower(strings.Trim(s, "<>"))
 }
 
 // headerSize returns the length of the header block (up to the first empty

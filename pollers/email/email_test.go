@@ -75,6 +75,13 @@ func TestGoodMessages(t *testing.T) {
 	if m.InReplyTo != "20260303081358.4711@acme.test" || !slices.Equal(m.References, []string{"20260303081358.4711@acme.test"}) {
 		t.Fatalf("thread: %+v", m)
 	}
+	// A directory's "Last, First" names hold a comma: one address each.
+	m, err = email.Parse([]byte("From: \"Hawkins, Nick\" <Nick.Hawkins@acme.test>\r\nTo: \"Verdun, Jean-Marie\" <verdun@acme.test>, Rob Herring <robh@acme.test>\r\n" +
+		"Cc: \"Lee, Ann\" <ann@acme.test>\r\nSubject: x\r\nMessage-ID: <c@acme.test>\r\n\r\nBody.\r\n"))
+	if err != nil || m.From != "Hawkins, Nick <Nick.Hawkins@acme.test>" || !slices.Equal(m.To, []string{"Verdun, Jean-Marie <verdun@acme.test>", "Rob Herring <robh@acme.test>"}) ||
+		!slices.Equal(m.Cc, []string{"Lee, Ann <ann@acme.test>"}) || m.Document(nil).Normalized.Metadata["from"] != "nick.hawkins@acme.test" {
+		t.Fatalf("names with commas: %v %q %q %q", err, m.From, m.To, m.Cc)
+	}
 	// Outlook writes commas between References IDs: still a thread.
 	m, _, err = parse(t, "testdata/good/references-commas.eml")
 	if err != nil || m.InReplyTo != "second@acme.test" || !slices.Equal(m.References, []string{"first@acme.test", "second@acme.test"}) {
