@@ -141,6 +141,7 @@ func clientRoutes(tn tenant) []struct{ method, path, body string } {
 		{"GET", "/api/v1/nodes?type=email", ""},
 		{"GET", "/api/v1/nodes/" + esc(tn.node), ""},
 		{"GET", "/api/v1/nodes/" + esc(tn.node) + "/neighbors?depth=1", ""},
+		{"GET", "/api/v1/nodes/" + esc(tn.node) + "/aliases", ""},
 		{"GET", "/api/v1/paths?from=person:ann&to=" + url.QueryEscape(tn.node), ""},
 		{"GET", "/api/v1/edges/" + esc(tn.edge), ""},
 		{"GET", "/api/v1/chunks/" + esc(tn.chunk), ""},

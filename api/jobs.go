@@ -92,6 +92,16 @@ func (s *Server) reprocess(r *http.Request, _ Principal) (any, error) {
 	if err := req.Validate(s.cfg.Kinds.SourceTypes()...); err != nil {
 		return nil, err
 	}
+	job, err := s.startReprocess(req)
+	if err != nil {
+		return nil, err
+	}
+	return status{code: http.StatusAccepted, body: job}, nil
+}
+
+// startReprocess starts a replay job of a valid request and returns it as
+// it starts.
+func (s *Server) startReprocess(req reprocess.Request) (Job, error) {
 	var id [8]byte
 	rand.Read(id[:])
 	job := &Job{ID: "job_" + hex.EncodeToString(id[:]), Kind: "reprocess", State: JobRunning, Request: req, StartedAt: time.Now().UTC()}
@@ -114,7 +124,7 @@ func (s *Server) reprocess(r *http.Request, _ Principal) (any, error) {
 		}
 	})
 	snapshot, _ := s.jobs.get(job.ID)
-	return status{code: http.StatusAccepted, body: snapshot}, nil
+	return snapshot, nil
 }
 
 func (s *Server) job(r *http.Request, _ Principal) (any, error) {

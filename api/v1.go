@@ -110,8 +110,19 @@ func (s *Server) nodes(r *http.Request, p Principal) (any, error) {
 	return page(ns, limit, func(n graph.Node) string { return n.Key }), nil
 }
 
+// node returns a node; a ref that is an alias of another (identity
+// resolution merged it) returns the node it stands for.
 func (s *Server) node(r *http.Request, p Principal) (any, error) {
-	return s.cfg.Graph.For(p.Client).Node(r.Context(), r.PathValue("key"))
+	g := s.cfg.Graph.For(p.Client)
+	n, err := g.Node(r.Context(), r.PathValue("key"))
+	if errors.Is(err, graph.ErrNotFound) {
+		if ref, perr := kb.ParseRef(r.PathValue("key")); perr == nil {
+			if canonical, aerr := s.cfg.Store.ResolveAlias(r.Context(), p.Client, ref.String()); aerr == nil {
+				return g.Node(r.Context(), canonical)
+			}
+		}
+	}
+	return n, err
 }
 
 func (s *Server) neighbors(r *http.Request, p Principal) (any, error) {

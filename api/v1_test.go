@@ -121,7 +121,9 @@ func TestTenantIsolation(t *testing.T) {
 func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	admin := []struct{ method, path, body string }{{"GET", "/admin/v1/stats", ""}, {"GET", "/admin/v1/clients", ""}, {"POST", "/admin/v1/clients", `{"id":"initech"}`}}
+	admin := []struct{ method, path, body string }{{"GET", "/admin/v1/stats", ""}, {"GET", "/admin/v1/clients", ""}, {"POST", "/admin/v1/clients", `{"id":"initech"}`},
+		{"POST", "/admin/v1/clients/acme/merges", `{"a":"person:ann","b":"person:bob","why":"x"}`},
+		{"POST", "/admin/v1/clients/acme/splits", `{"a":"person:ann","b":"person:bob","why":"x"}`}}
 	stream := []struct{ method, path, body string }{{"GET", "/api/v1/events", ""}, {"POST", "/api/v1/ingest", `{"name":"a.md","content":"x"}`}}
 	for _, r := range append(append(clientRoutes(f.acme), admin...), stream...) {
 		for _, key := range []string{"", "jvk_not-a-key", "Basic dXNlcjpwdw=="} {

@@ -209,6 +209,15 @@ func (r *Resolver) lookup(ctx context.Context, client, key string) (string, erro
 	return target, nil
 }
 
+// learn sets what the cache says alias stands for ("": nothing), after
+// the registry was changed by the identity resolver.
+func (r *Resolver) learn(client, alias, canonical string) {
+	e := r.entry(client, alias)
+	e.mu.Lock()
+	e.loaded, e.canonical = true, canonical
+	e.mu.Unlock()
+}
+
 // Alias records that alias stands for canonical in client's registry; both
 // are normalised first.
 func (r *Resolver) Alias(ctx context.Context, client, alias, canonical string) error {

@@ -133,6 +133,65 @@ type Shape struct {
 	Conversational bool
 	// HTML is markup the document was written in (links are read from it).
 	HTML string
+	// Identities are what the document says about who its people are
+	// (Ref, Kind, Value, Evidence; the qualifier adds Source and Seen).
+	Identities []store.IdentityFact
+}
+
+// Who collects what a document says about who its people are.
+type Who struct {
+	Facts []store.IdentityFact
+}
+
+// Address records a "Name <address>" as written in a field: the address
+// always; the name as the person's own (self: an author, a sender) or as
+// what someone else called them (a recipient). It returns the ref.
+func (w *Who) Address(s, evidence string, self bool) string {
+	name, addr := SplitAddress(s)
+	if addr == "" {
+		return ""
+	}
+	ref := Person(addr)
+	w.Facts = append(w.Facts, store.IdentityFact{Ref: ref, Kind: store.FactEmail, Value: addr, Evidence: evidence})
+	if n := kb.NormalizeName(name); n != "" && n != kb.NormalizeName(addr) {
+		kind := store.FactNamed
+		if self {
+			kind = store.FactName
+		}
+		w.Facts = append(w.Facts, store.IdentityFact{Ref: ref, Kind: kind, Value: n, Evidence: evidence})
+	}
+	return ref
+}
+
+// Account records a source's user record: ref is the person ref the
+// document's relations use for it, system the source ("jira"), and each
+// of account, display name and address is recorded when known.
+func (w *Who) Account(ref, system, account, displayName, email, evidence string) {
+	if account != "" {
+		w.Facts = append(w.Facts, store.IdentityFact{Ref: ref, Kind: store.FactAccount, Value: system + ":" + strings.ToLower(account), Evidence: evidence})
+	}
+	if email = strings.ToLower(strings.TrimSpace(email)); strings.Contains(email, "@") {
+		w.Facts = append(w.Facts, store.IdentityFact{Ref: ref, Kind: store.FactEmail, Value: email, Evidence: evidence})
+	}
+	if n := kb.NormalizeName(displayName); n != "" {
+		w.Facts = append(w.Facts, store.IdentityFact{Ref: ref, Kind: store.FactName, Value: n, Evidence: evidence})
+	}
+}
+
+// SplitAddress splits "Name <address>" (or a bare address) into the name
+// and the lower-cased address; no "@": no address.
+func SplitAddress(s string) (name, addr string) {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "<"); i >= 0 && strings.HasSuffix(s, ">") {
+		name, addr = strings.Trim(strings.TrimSpace(s[:i]), `"'`), s[i+1:len(s)-1]
+	} else {
+		addr = s
+	}
+	addr = strings.ToLower(strings.TrimSpace(addr))
+	if !strings.Contains(addr, "@") || strings.ContainsAny(addr, " <>") {
+		return name, ""
+	}
+	return name, addr
 }
 
 // Header collects a Shape's evidence lines and the relations they support.

@@ -41,6 +41,7 @@ type Store interface {
 	store.Tasks
 	store.Memories
 	store.LinkPatterns
+	store.Identities
 	GetClient(ctx context.Context, id string) (store.Client, error)
 }
 
@@ -78,6 +79,9 @@ type Config struct {
 	PollInterval    time.Duration
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// OnIdentities is told when a document's identity facts were recorded
+	// (IdentityLoop.Wake).
+	OnIdentities func()
 	// Observe is told how each task's qualification ended (metrics).
 	Observe func(stage string, outcome worker.Outcome, took time.Duration)
 }
@@ -151,6 +155,9 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		}
 		return worker.Result{}, fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
 	}
+	if err := q.identities(ctx, doc, shape); err != nil {
+		return worker.Result{}, err
+	}
 	if err := q.possibleDuplicates(ctx, doc, structure, &res); err != nil {
 		return worker.Result{}, err
 	}
@@ -182,6 +189,43 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		return worker.Result{}, fmt.Errorf("task memory: %w", err)
 	}
 	return worker.Result{Next: decision, Usage: usage}, nil
+}
+
+// identities records what the document says about who its people are
+// (IdentityFacts): the identity resolver's input (IdentityLoop).
+func (q *Qualifier) identities(ctx context.Context, doc store.Document, shape pollers.Shape) error {
+	source, facts := IdentityFacts(shape, doc)
+	if source == "" {
+		return nil
+	}
+	if err := q.cfg.Store.PutIdentityFacts(ctx, doc.Client, source, facts); err != nil {
+		return fmt.Errorf("identity facts: %w", err)
+	}
+	if len(facts) > 0 && q.cfg.OnIdentities != nil {
+		q.cfg.OnIdentities()
+	}
+	return nil
+}
+
+// IdentityFacts are what a document says about who its people are (its
+// kind's Shape.Identities), as recorded: refs normalised as Ingest does,
+// seen when the document was, said by source (its main node's ref, "" for
+// a shape without one). A fact whose ref cannot name a node is left out.
+func IdentityFacts(shape pollers.Shape, doc store.Document) (source string, facts []store.IdentityFact) {
+	main, err := kb.ParseRef(shape.Main)
+	if err != nil {
+		return "", nil
+	}
+	facts = make([]store.IdentityFact, 0, len(shape.Identities))
+	for _, f := range shape.Identities {
+		ref, err := kb.ParseRef(f.Ref)
+		if err != nil {
+			continue
+		}
+		f.Ref, f.Seen = ref.String(), doc.ObservedAt
+		facts = append(facts, f)
+	}
+	return main.String(), facts
 }
 
 // possibleDuplicates joins the document's item to the items of its source

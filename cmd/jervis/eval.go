@@ -217,8 +217,9 @@ func (a *app) drainWhile(ctx context.Context, st *store.Waking, k *embedded.KB, 
 	if err != nil {
 		return 0, 0, err
 	}
+	ids := qualifier.NewIdentityLoop(st, k.KB, a.log)
 	q, err := qualifier.New(qualifier.Config{Store: st, KB: k.KB, Concurrency: a.cfg.Qualifier.Concurrency, UncertainLinks: qualifier.PolicyRecord, PossibleDuplicates: a.cfg.Qualifier.PossibleDuplicates,
-		PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+		PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log, OnIdentities: ids.Wake})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -237,7 +238,12 @@ func (a *app) drainWhile(ctx context.Context, st *store.Waking, k *embedded.KB, 
 			bar.Finish()
 		}
 		return idle
-	}, ix, q)
+	}, ix, q, ids)
+	if err == nil {
+		// What the last documents said about people, resolved before the
+		// drain is over.
+		_, err = ids.Pass(ctx)
+	}
 	return indexed, time.Since(start), err
 }
 

@@ -88,7 +88,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.server, "server", "", "talk to a running server's REST API (http://host:8080) instead of the local store: search, status, reprocess")
 	f.StringVar(&a.key, "key", "", "API key for --server (or set JERVIS_API_KEY)")
 	f.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
-	root.AddCommand(a.serveCommand(), a.statusCommand(), a.importCommand(), a.evalCommand(), a.benchCommand(), a.searchCommand(), a.similarCommand(), a.reprocessCommand(), a.versionCommand())
+	root.AddCommand(a.serveCommand(), a.statusCommand(), a.importCommand(), a.evalCommand(), a.benchCommand(), a.searchCommand(), a.similarCommand(), a.identitiesCommand(), a.reprocessCommand(), a.versionCommand())
 	return root
 }
 

@@ -109,11 +109,13 @@ func (a *app) serve(parent context.Context) error {
 			}
 			log.Info("agent qualifier", "model", m, "host", a.cfg.Qualifier.OllamaHost)
 		}
+		ids := qualifier.NewIdentityLoop(st, k.KB, log)
+		qc.OnIdentities = ids.Wake
 		q, err := qualifier.New(qc)
 		if err != nil {
 			return err
 		}
-		components = append(components, q)
+		components = append(components, q, ids)
 		wakeQualifier = q.Wake
 	}
 	waking.Documents, waking.Tasks = wake, wakeQualifier

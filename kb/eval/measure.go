@@ -169,6 +169,7 @@ type Report struct {
 	Structure    Structure    `json:"structure"`
 	Duplicates   *Duplicates  `json:"duplicates,omitempty"`
 	Junk         Junk         `json:"junk"`
+	Identities   Identities   `json:"identities"`
 	Cost         Cost         `json:"cost"`
 	Notes        []string     `json:"notes,omitempty"`
 }
@@ -188,6 +189,9 @@ func Measure(ctx context.Context, env Env, t *Truth, cost Cost) (*Report, error)
 		return nil, err
 	}
 	if err := r.junk(ctx, g, env.Namespaces); err != nil {
+		return nil, err
+	}
+	if err := r.identities(ctx, env, g); err != nil {
 		return nil, err
 	}
 	if env.DataDir != "" {
@@ -681,6 +685,28 @@ func (r *Report) Print(w io.Writer) error {
 			ts = append(ts, fmt.Sprintf("%s %d", t.Type, t.Count))
 		}
 		fmt.Fprintf(tw, "  junk types\t%s\n", strings.Join(ts, ", "))
+	}
+	if id := r.Identities; id.Refs > 0 {
+		fmt.Fprintln(tw)
+		var stages []string
+		for _, k := range slices.Sorted(maps.Keys(id.ByStage)) {
+			stages = append(stages, fmt.Sprintf("%s %d", k, id.ByStage[k]))
+		}
+		fmt.Fprintf(tw, "IDENTITIES\tperson refs %d → persons %d (%.2f refs per person); aliases %d (%s); ambiguous left %d; person nodes %d\n",
+			id.Refs, id.Persons, float64(id.Refs)/float64(max(id.Persons, 1)), id.Aliases, strings.Join(stages, ", "), id.Ambiguous, id.PersonNodes)
+		fmt.Fprintln(tw, "IDENTITY TRUTH\tEXPECTED\tFOUND\tRECALL")
+		for _, x := range []struct {
+			name string
+			r    Recall
+		}{{"Git author names with several addresses: one person", id.GitMultiAddress},
+			{"Jira users named as exactly one Git author: one person", id.JiraGit},
+			{"issues whose assignee wrote commits: a commit within 2 hops", id.AssigneeCommits}} {
+			if x.r.Expected == 0 {
+				fmt.Fprintf(tw, "%s\t0\t-\t-\n", x.name)
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\n", x.name, x.r.Expected, x.r.Found, x.r.Recall)
+		}
 	}
 	k := r.Cost
 	fmt.Fprintln(tw)

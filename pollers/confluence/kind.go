@@ -57,7 +57,8 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 		h.Rel(main, "links_to", "page:"+l, h.Line("Links to", l))
 	}
 	return pollers.Shape{Main: main, Props: map[string]any{"title": d.Normalized.Title}, Lines: h.Lines, Relations: h.Relations,
-		Summary: fmt.Sprintf("Confluence page %q in space %s by %s.", d.Normalized.Title, m.Space, m.Author), From: m.Author}
+		Summary: fmt.Sprintf("Confluence page %q in space %s by %s.", d.Normalized.Title, m.Space, m.Author), From: m.Author,
+		Identities: author(m.Author)}
 }
 
 // Settings are a confluence connection's section.
@@ -92,4 +93,18 @@ func open(c Settings, s pollers.Settings) (pollers.Source, error) {
 		return nil, err
 	}
 	return NewSource(Config{BaseURL: c.URL, Username: c.Username, Token: token, Spaces: c.Spaces})
+}
+
+// author is what a page says of its author: an address, or (when
+// Confluence hid it) the display name its person ref is made of.
+func author(a string) []store.IdentityFact {
+	var who pollers.Who
+	switch {
+	case a == "":
+	case strings.Contains(a, "@"):
+		who.Address(a, "Author: "+a, true)
+	default:
+		who.Account(pollers.Person(a), "confluence", "", a, "", "Author: "+a)
+	}
+	return who.Facts
 }

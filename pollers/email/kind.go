@@ -81,6 +81,16 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 		h.Rel(main, "cc", pollers.Person(cc), h.Line("Cc", cc))
 	}
 	replyChain(&h, main, m.InReplyTo, m.References)
+	var who pollers.Who
+	if m.From != "" {
+		who.Address(or(m.FromName, m.From), "From: "+m.FromName, true)
+	}
+	for _, to := range m.To {
+		who.Address(to, "To: "+to, false)
+	}
+	for _, cc := range m.Cc {
+		who.Address(cc, "Cc: "+cc, false)
+	}
 	var date any
 	if m.Date != "" {
 		date = m.Date
@@ -92,6 +102,7 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 	return pollers.Shape{
 		Main: main, Props: map[string]any{"title": d.Normalized.Title, "date": date}, Lines: h.Lines, Relations: h.Relations,
 		Summary: summary + ".", From: or(m.FromName, m.From), Sender: m.From, To: m.To, Cc: m.Cc, Conversational: true, HTML: m.HTML,
+		Identities: who.Facts,
 	}
 }
 

@@ -360,6 +360,9 @@ func document(c *object.Commit) (store.Document, error) {
 	title, _, _ := strings.Cut(strings.TrimSpace(c.Message), "\n")
 	meta := CommitMeta{Hash: c.Hash.String(), Author: strings.ToLower(c.Author.Email), AuthorName: c.Author.Name,
 		Committed: c.Committer.When.UTC().Format("2006-01-02T15:04:05Z"), Parents: parents, Files: files, IssueKeys: IssueKeys(c.Message)}
+	if ce := strings.ToLower(c.Committer.Email); ce != meta.Author || c.Committer.Name != meta.AuthorName {
+		meta.Committer, meta.CommitterName = ce, c.Committer.Name
+	}
 	body := strings.TrimSpace(c.Message)
 	if listing.Len() > 0 {
 		body += "\n\nFiles changed:" + listing.String()
@@ -372,13 +375,17 @@ func document(c *object.Commit) (store.Document, error) {
 
 // CommitMeta is a commit document's metadata (Normalized.Metadata).
 type CommitMeta struct {
-	Hash       string   `json:"hash"`
-	Author     string   `json:"author"` // e-mail, lower-cased
-	AuthorName string   `json:"authorName"`
-	Committed  string   `json:"committed"`
-	Parents    []string `json:"parents"`
-	Files      []File   `json:"files,omitempty"`
-	IssueKeys  []string `json:"issueKeys,omitempty"`
+	Hash       string `json:"hash"`
+	Author     string `json:"author"` // e-mail, lower-cased
+	AuthorName string `json:"authorName"`
+	// Committer is the committer's e-mail (lower-cased) and name, when not
+	// the author's.
+	Committer     string   `json:"committer,omitempty"`
+	CommitterName string   `json:"committerName,omitempty"`
+	Committed     string   `json:"committed"`
+	Parents       []string `json:"parents"`
+	Files         []File   `json:"files,omitempty"`
+	IssueKeys     []string `json:"issueKeys,omitempty"`
 }
 
 // BranchMeta is a branch document's metadata: where the branch is.

@@ -63,7 +63,30 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 		h.Rel(main, edge, "jira:"+k, h.Line("Issue", k))
 	}
 	return pollers.Shape{Main: main, Props: map[string]any{"title": d.Normalized.Title}, Lines: h.Lines, Relations: h.Relations,
-		Summary: fmt.Sprintf("Commit %q by %s.", d.Normalized.Title, m.Author), From: m.Author}
+		Summary: fmt.Sprintf("Commit %q by %s.", d.Normalized.Title, m.Author), From: m.Author, Identities: identities(m, d.Normalized.Body)}
+}
+
+// trailerRE matches the trailers that name a person: who else wrote a
+// commit, who signed it off.
+var trailerRE = regexp.MustCompile(`(?im)^\s*(co-authored-by|signed-off-by|reviewed-by|acked-by|tested-by):\s*(.+?<[^<>\s]+@[^<>\s]+>)\s*$`)
+
+// identities is what a commit says about who its people are: its author
+// and committer (name and address, written by themselves), and the people
+// its trailers name (as written by the author).
+func identities(m CommitMeta, message string) []store.IdentityFact {
+	var who pollers.Who
+	if m.Author != "" {
+		who.Address(m.AuthorName+" <"+m.Author+">", "Author: "+m.AuthorName+" <"+m.Author+">", true)
+	}
+	if m.Committer != "" {
+		who.Address(m.CommitterName+" <"+m.Committer+">", "Committer: "+m.CommitterName+" <"+m.Committer+">", true)
+	}
+	for _, t := range trailerRE.FindAllStringSubmatch(message, 20) {
+		// Co-authored-by names the co-author as GitHub knows them; a
+		// sign-off is usually written by the one it names.
+		who.Address(t[2], strings.TrimSpace(t[0]), strings.EqualFold(t[1], "co-authored-by") || strings.EqualFold(t[1], "signed-off-by"))
+	}
+	return who.Facts
 }
 
 // Settings are a git connection's section. An HTTPS remote that needs a

@@ -1,6 +1,7 @@
 package jira
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -79,6 +80,11 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 			h.Rel(pollers.Person(c), "commented_on", main, h.Line("Comment by", c))
 		}
 	}
+	var who pollers.Who
+	for _, u := range m.People {
+		who.Account(pollers.Person(u.Ref), "jira", u.Account, u.DisplayName, u.Email,
+			fmt.Sprintf("Jira user %s: %s", cmp.Or(u.Account, u.Ref), cmp.Or(strings.TrimSpace(u.DisplayName+" "+angle(u.Email)), u.Ref)))
+	}
 	var status any
 	if m.Status != "" {
 		status = m.Status
@@ -86,7 +92,7 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 	s := pollers.Shape{
 		Main: main, Props: map[string]any{"title": d.Normalized.Title, "status": status, "key": m.Key}, Lines: h.Lines, Relations: h.Relations,
 		Summary: fmt.Sprintf("Jira issue %s (%s), assigned to %s, reported by %s.", d.Normalized.Title, m.Status, or(m.Assignee, "nobody"), or(m.Reporter, "unknown")),
-		From:    m.Reporter, Conversational: true,
+		From:    m.Reporter, Conversational: true, Identities: who.Facts,
 	}
 	if m.Assignee != "" {
 		s.To = []string{m.Assignee}
@@ -95,6 +101,14 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 		}
 	}
 	return s
+}
+
+// angle is "<address>", or "" for no address.
+func angle(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return "<" + addr + ">"
 }
 
 func or(a, b string) string {

@@ -13,6 +13,7 @@ package jira
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type user struct {
 	DisplayName  string `json:"displayName"`
 	EmailAddress string `json:"emailAddress"`
 	Name         string `json:"name"`      // Data Center
+	Key          string `json:"key"`       // Data Center
 	AccountID    string `json:"accountId"` // Cloud
 }
 
@@ -109,6 +111,29 @@ type Meta struct {
 	FixVersions []string  `json:"fixVersions,omitempty"`
 	IssueLinks  []Link    `json:"issueLinks,omitempty"`
 	Comments    []Comment `json:"comments,omitempty"`
+	// People are the user records the issue names (assignee, reporter,
+	// commenters), each once: who its person refs are.
+	People []User `json:"people,omitempty"`
+}
+
+// User is a Jira user record as kept in metadata.
+type User struct {
+	Ref         string `json:"ref"`               // what Assignee, Reporter and Comment.Author hold
+	Account     string `json:"account,omitempty"` // Data Center's name (or key), Cloud's accountId
+	DisplayName string `json:"displayName,omitempty"`
+	Email       string `json:"email,omitempty"`
+}
+
+func (m *Meta) person(u *user) {
+	if u == nil || u.ref() == "" {
+		return
+	}
+	for _, p := range m.People {
+		if p.Ref == u.ref() {
+			return
+		}
+	}
+	m.People = append(m.People, User{Ref: u.ref(), Account: cmp.Or(u.Name, u.Key, u.AccountID), DisplayName: u.DisplayName, Email: u.EmailAddress})
 }
 
 // Link is an issue link as kept in metadata.
@@ -186,6 +211,8 @@ func Issue(raw json.RawMessage) (store.Document, error) {
 	f := is.Fields
 	desc := richText(f.Description)
 	meta := Meta{Key: is.Key, Assignee: f.Assignee.ref(), Reporter: f.Reporter.ref(), Created: f.Created, Updated: f.Updated, Labels: f.Labels}
+	meta.person(f.Assignee)
+	meta.person(f.Reporter)
 	if f.Status != nil {
 		meta.Status = f.Status.Name
 	}
@@ -214,6 +241,7 @@ func Issue(raw json.RawMessage) (store.Document, error) {
 	if f.Comment != nil {
 		for _, c := range f.Comment.Comments {
 			cm := Comment{Author: c.Author.ref(), Created: c.Created, Text: richText(c.Body)}
+			meta.person(c.Author)
 			meta.Comments = append(meta.Comments, cm)
 			fmt.Fprintf(&body, "\n\nComment by %s (%s):\n%s", cm.Author, cm.Created, cm.Text)
 		}

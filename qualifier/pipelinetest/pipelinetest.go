@@ -17,7 +17,7 @@ import (
 
 // Drain runs the indexers and the rules qualifier (users: whose requests
 // route READY_FOR_GPU) until no document or task waits for them, for two
-// minutes at most.
+// minutes at most, then resolves identities once.
 func Drain(t testing.TB, st store.Store, k *kb.KB, users []string) {
 	t.Helper()
 	DrainKinds(t, st, k, nil, users)
@@ -47,6 +47,11 @@ func DrainKinds(t testing.TB, st store.Store, k *kb.KB, kinds *pollers.Registry,
 		}
 		busy := s.Documents["NEW"] + s.Documents["INDEXING"] + s.Tasks["NEW"] + s.Tasks["RETRY"] + s.Tasks["QUALIFICATION_IN_PROGRESS"]
 		if busy == 0 && s.Documents["INDEXED"] > 0 {
+			// What the documents said about people, resolved as serve's
+			// identity loop does.
+			if _, err := qualifier.NewIdentityLoop(st, k, nil).Pass(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			return
 		}
 	}
