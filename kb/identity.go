@@ -21,9 +21,12 @@ const (
 	StageAccount     = "account"      // the same account of a source
 	StageName        = "name"         // one full name written with two addresses (Git authors, mail senders)
 	StageDisplayName = "display name" // an account's display name, the name of exactly one person with an address
+	// StageAbbreviation joins an abbreviated commit hash to the one commit
+	// whose full hash begins with it.
+	StageAbbreviation = "abbreviation"
 )
 
-var stageConfidence = map[string]float64{StageManual: 1, StageEmail: 1, StageAccount: 1, StageName: 0.9, StageDisplayName: 0.7}
+var stageConfidence = map[string]float64{StageManual: 1, StageEmail: 1, StageAccount: 1, StageAbbreviation: 1, StageName: 0.9, StageDisplayName: 0.7}
 
 // Identities is what the resolver derived from a client's identity facts
 // and decisions: the aliases to record, and what it left for review.
@@ -88,6 +91,8 @@ type identityRef struct {
 	ref      string
 	emails   map[string]bool
 	accounts map[string]bool
+	commit   string // its full hash (FactCommit)
+	abbrev   string // the hash it abbreviates (FactAbbreviation)
 	names    map[string][]string // name → evidence
 	seen     time.Time
 	evidence map[string][]string // kind:value → evidence lines
@@ -136,6 +141,10 @@ func ResolveIdentities(facts []store.IdentityFact, decisions []store.IdentityDec
 			r.accounts[f.Value] = true
 		case store.FactName:
 			r.names[f.Value] = r.evidence[k]
+		case store.FactCommit:
+			r.commit = strings.ToLower(f.Value)
+		case store.FactAbbreviation:
+			r.abbrev = strings.ToLower(f.Value)
 		}
 	}
 	for _, d := range decisions {
@@ -210,6 +219,38 @@ func ResolveIdentities(facts []store.IdentityFact, decisions []store.IdentityDec
 			}
 		}
 	}
+	// An abbreviated hash: the one commit whose hash begins with it.
+	var hashes []string // sorted full hashes
+	byHash := map[string]string{}
+	for _, k := range keys {
+		if h := refs[k].commit; h != "" {
+			if _, dup := byHash[h]; !dup {
+				hashes = append(hashes, h)
+			}
+			byHash[h] = k
+		}
+	}
+	slices.Sort(hashes)
+	var out Identities
+	for _, k := range keys {
+		r := refs[k]
+		if len(r.abbrev) < 7 || r.commit != "" {
+			continue
+		}
+		i, _ := slices.BinarySearch(hashes, r.abbrev)
+		var cands []string
+		for ; i < len(hashes) && strings.HasPrefix(hashes[i], r.abbrev) && len(cands) < 5; i++ {
+			cands = append(cands, byHash[hashes[i]])
+		}
+		switch len(cands) {
+		case 0: // a commit not (yet) seen
+		case 1:
+			union(k, cands[0], StageAbbreviation, append(slices.Clone(r.evidence[store.FactAbbreviation+":"+r.abbrev]),
+				refs[cands[0]].evidence[store.FactCommit+":"+refs[cands[0]].commit]...))
+		default:
+			out.Ambiguous = append(out.Ambiguous, Ambiguity{Name: r.abbrev, Refs: []string{k}, Candidates: cands, Reason: fmt.Sprintf("%d commits begin with it", len(cands))})
+		}
+	}
 	// One full name, two addresses, each written by its owner.
 	personal := func(r *identityRef) bool { return len(r.emails) > 0 && len(r.names) <= sharedAddress }
 	byName := map[string][]string{}
@@ -240,7 +281,6 @@ func ResolveIdentities(facts []store.IdentityFact, decisions []store.IdentityDec
 	}
 	people := map[string]map[string]bool{}   // name → roots of people with an address
 	nameless := map[string]map[string]bool{} // name → roots without one
-	var out Identities
 	for _, k := range keys {
 		r := refs[k]
 		if len(r.emails) > 0 && !personal(r) {
@@ -346,13 +386,14 @@ func ResolveIdentities(facts []store.IdentityFact, decisions []store.IdentityDec
 }
 
 // canonical picks a person's most stable ref: an address (its own ref is
-// the address) seen first, else an account seen first, else the smallest.
+// the address) seen first, else an account seen first, else the smallest;
+// for a commit, its full hash.
 func canonical(group []string, refs map[string]*identityRef) string {
 	rank := func(k string) int {
 		r := refs[k]
 		_, v, _ := strings.Cut(k, ":")
 		switch {
-		case r.emails[v]:
+		case r.emails[v] || r.commit != "" && r.commit == v:
 			return 0
 		case len(r.accounts) > 0:
 			return 1

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,16 @@ func TestResolveIdentities(t *testing.T) {
 		// A name only someone else wrote does not merge.
 		[]store.IdentityFact{fact("person:pat@e.test", store.FactNamed, "pat quinn", "mail:1", 1), fact("person:pat@e.test", store.FactEmail, "pat@e.test", "mail:1", 1)},
 		account("pquinn", "Pat Quinn", 2),
+		// Commits: an abbreviated hash joins the one commit it begins; one
+		// that two commits begin with is left for review.
+		[]store.IdentityFact{
+			fact("commit:1a2b3c4d5e6f00000000000000000000000000aa", store.FactCommit, "1a2b3c4d5e6f00000000000000000000000000aa", "commit:1a2b", 1),
+			fact("commit:1a2b3c4d5e6f00000000000000000000000000bb", store.FactCommit, "1a2b3c4d5e6f00000000000000000000000000bb", "commit:1a2b", 1),
+			fact("commit:9f8e7d6c5b4a00000000000000000000000000cc", store.FactCommit, "9f8e7d6c5b4a00000000000000000000000000cc", "commit:9f8e", 1),
+			fact("commit:9f8e7d6", store.FactAbbreviation, "9f8e7d6", "commit:revert", 2),
+			fact("commit:1a2b3c4", store.FactAbbreviation, "1a2b3c4", "commit:revert", 2),
+			fact("commit:0000000", store.FactAbbreviation, "0000000", "commit:revert", 2),
+		},
 	)
 	got := kb.ResolveIdentities(facts, nil)
 	want := map[string]string{
@@ -81,6 +92,7 @@ func TestResolveIdentities(t *testing.T) {
 		"person:sam.lee@b.test":   "person:sam@a.test (name)",
 		"person:slee":             "person:sam@a.test (display name)",
 		"person:kim":              "person:kim@d.test (email)",
+		"commit:9f8e7d6":          "commit:9f8e7d6c5b4a00000000000000000000000000cc (abbreviation)",
 	}
 	if m := aliasMap(got); !mapsEqual(m, want) {
 		t.Fatalf("aliases:\n got %v\nwant %v", m, want)
@@ -93,8 +105,12 @@ func TestResolveIdentities(t *testing.T) {
 			t.Fatalf("display-name alias: %+v", a)
 		}
 	}
-	if len(got.Ambiguous) != 1 || got.Ambiguous[0].Name != "jane doe" || !slices.Equal(got.Ambiguous[0].Refs, []string{"person:jdoe", "person:jdoe2"}) {
+	if len(got.Ambiguous) != 2 || got.Ambiguous[0].Name != "1a2b3c4" || len(got.Ambiguous[0].Candidates) != 2 ||
+		got.Ambiguous[1].Name != "jane doe" || !slices.Equal(got.Ambiguous[1].Refs, []string{"person:jdoe", "person:jdoe2"}) {
 		t.Fatalf("ambiguous: %+v", got.Ambiguous)
+	}
+	if got.Refs != len(personRefs(facts)) || got.Persons != got.Refs-5 {
+		t.Fatalf("persons %d of %d person refs", got.Persons, got.Refs)
 	}
 	if got.ByStage["name"] != 2 || got.ByStage["display name"] != 2 || got.ByStage["email"] != 1 {
 		t.Fatalf("by stage: %v", got.ByStage)
@@ -122,6 +138,16 @@ func TestResolveIdentities(t *testing.T) {
 	if m["person:chris@cb.test"] != "person:chris.b@cb.test (manual)" && m["person:chris.b@cb.test"] != "person:chris@cb.test (manual)" {
 		t.Fatalf("a manual merge not made: %v", m)
 	}
+}
+
+func personRefs(facts []store.IdentityFact) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range facts {
+		if strings.HasPrefix(f.Ref, "person:") {
+			out[f.Ref] = true
+		}
+	}
+	return out
 }
 
 func mapsEqual(a, b map[string]string) bool {

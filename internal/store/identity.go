@@ -18,13 +18,19 @@ const (
 	// FactNamed: a name someone else used for the address (a mail's To and
 	// Cc): recorded, never a reason to merge.
 	FactNamed = "named"
+	// FactCommit: a commit ref's full hash (its own document says it).
+	FactCommit = "commit"
+	// FactAbbreviation: a commit ref that is an abbreviated hash ("This
+	// reverts commit 1a2b3c4"): the commit whose full hash it begins.
+	FactAbbreviation = "abbreviation"
 )
 
-// IdentityFact is one thing a source item says about who a person ref is:
-// person:eharris is the Jira account eharris, named "ewan harris".
+// IdentityFact is one thing a source item says about who a person ref is
+// (person:eharris is the Jira account eharris, named "ewan harris"), or
+// which thing another ref is (commit:1a2b3c4 abbreviates a commit's hash).
 type IdentityFact struct {
 	Ref      string    `json:"ref"`      // the person ref the item's relations use
-	Kind     string    `json:"kind"`     // FactEmail, FactAccount, FactName, FactNamed
+	Kind     string    `json:"kind"`     // FactEmail, FactAccount, FactName, FactNamed, FactCommit, FactAbbreviation
 	Value    string    `json:"value"`    // normalised
 	Source   string    `json:"source"`   // the item that says it (its main node ref)
 	Evidence string    `json:"evidence"` // the line of the item that says it

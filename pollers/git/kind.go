@@ -62,9 +62,27 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 		}
 		h.Rel(main, edge, "jira:"+k, h.Line("Issue", k))
 	}
+	facts := identities(m, d.Normalized.Body)
+	facts = append(facts, store.IdentityFact{Ref: main, Kind: store.FactCommit, Value: strings.ToLower(d.ExternalID), Evidence: "Commit: " + d.ExternalID})
+	for _, r := range commitRefRE.FindAllStringSubmatch(d.Normalized.Body, 20) {
+		typ, hash := "reverts", strings.ToLower(r[2])
+		if strings.HasPrefix(strings.ToLower(r[1]), "cherry") {
+			typ = "cherry_picked_from"
+		}
+		line := strings.TrimSpace(r[0])
+		h.Rel(main, typ, "commit:"+hash, h.Line("Refers to", line))
+		if len(hash) < 40 {
+			facts = append(facts, store.IdentityFact{Ref: "commit:" + hash, Kind: store.FactAbbreviation, Value: hash, Evidence: line})
+		}
+	}
 	return pollers.Shape{Main: main, Props: map[string]any{"title": d.Normalized.Title}, Lines: h.Lines, Relations: h.Relations,
-		Summary: fmt.Sprintf("Commit %q by %s.", d.Normalized.Title, m.Author), From: m.Author, Identities: identities(m, d.Normalized.Body)}
+		Summary: fmt.Sprintf("Commit %q by %s.", d.Normalized.Title, m.Author), From: m.Author, Identities: facts}
 }
+
+// commitRefRE matches the lines Git writes when a commit reverts or is
+// cherry-picked from another: the hash may be abbreviated (identity
+// resolution joins it to the full one).
+var commitRefRE = regexp.MustCompile(`(?im)^[ \t]*\(?(this reverts commit|cherry picked from commit)[ \t]+([0-9a-f]{7,40})\b.*$`)
 
 // trailerRE matches the trailers that name a person: who else wrote a
 // commit, who signed it off.

@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/pollers/git"
 	"github.com/jervis-dev/jervis/pollers/kinds"
 )
@@ -95,6 +96,14 @@ func TestIdentityFacts(t *testing.T) {
 			Committer: &object.Signature{Name: "GitHub", Email: "noreply@github.com", When: when}}); err != nil {
 		t.Fatal(err)
 	}
+	head, _ := r.Head()
+	fix := head.Hash().String()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("b"), 0o644)
+	w.Add("a.txt")
+	sig := &object.Signature{Name: "Bo Li", Email: "bo@acme.test", When: when.Add(time.Hour)}
+	if _, err := w.Commit("Revert \"Fix the login\"\n\nThis reverts commit "+fix[:9]+".\n", &gogit.CommitOptions{Author: sig, Committer: sig}); err != nil {
+		t.Fatal(err)
+	}
 	src, err := git.New(git.Config{URL: dir, Dir: filepath.Join(t.TempDir(), "clone")})
 	if err != nil {
 		t.Fatal(err)
@@ -103,10 +112,14 @@ func TestIdentityFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var commit store.Document
+	var commit, revert store.Document
 	for _, d := range b.Documents {
-		if d.Normalized.Metadata["committer"] != nil {
+		switch d.ExternalID {
+		case fix:
 			commit = d
+		case head.Hash().String(), "branch:master":
+		default:
+			revert = d
 		}
 	}
 	got := factLines(reg.Shape(commit).Identities)
@@ -121,8 +134,26 @@ func TestIdentityFacts(t *testing.T) {
 		"person:cy@acme.test named=cy ma [Reviewed-by: Cy Ma <cy@acme.test>]",
 		"person:noreply@github.com email=noreply@github.com [Committer: GitHub <noreply@github.com>]",
 		"person:noreply@github.com name=github [Committer: GitHub <noreply@github.com>]",
+		"commit:" + fix + " commit=" + fix + " [Commit: " + fix + "]",
 	}
+	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("git:\n got %q\nwant %q", got, want)
+	}
+
+	// A revert names the commit it reverts, by an abbreviated hash: an
+	// edge to it, and the fact that resolves it to the full one.
+	shape := reg.Shape(revert)
+	got = factLines(shape.Identities)
+	short := fix[:9]
+	if !slices.Contains(got, "commit:"+short+" abbreviation="+short+" [This reverts commit "+short+".]") {
+		t.Errorf("revert facts: %q", got)
+	}
+	if !slices.ContainsFunc(shape.Relations, func(r kb.MetaRelation) bool { return r.Type == "reverts" && r.To == "commit:"+short }) {
+		t.Errorf("revert relations: %+v", shape.Relations)
+	}
+	res := kb.ResolveIdentities(append(reg.Shape(commit).Identities, shape.Identities...), nil)
+	if !slices.ContainsFunc(res.Aliases, func(a store.Alias) bool { return a.Alias == "commit:"+short && a.Canonical == "commit:"+fix }) {
+		t.Errorf("the abbreviated hash is not resolved: %+v", res.Aliases)
 	}
 }
