@@ -91,8 +91,8 @@ type identityRef struct {
 	ref      string
 	emails   map[string]bool
 	accounts map[string]bool
-	commit   string // its full hash (FactCommit)
-	abbrev   string // the hash it abbreviates (FactAbbreviation)
+	commit   string              // its full hash (FactCommit)
+	abbrev   string              // the hash it abbreviates (FactAbbreviation)
 	names    map[string][]string // name → evidence
 	seen     time.Time
 	evidence map[string][]string // kind:value → evidence lines
