@@ -26,7 +26,7 @@ import (
 func identityCorpus(t *testing.T) (issues, repo string) {
 	t.Helper()
 	issues = filepath.Join(t.TempDir(), "OPS-7.json")
-	issue := `{"key":"OPS-7","fields":{"summary":"Login page times out","description":"The login page times out after 30 s.",
+	issue := `{"key":"OPS-7","fields":{"summary":"Login page times out","description":"The login page times out after 30 s; the timeout is set in file:f1.txt.",
 		"status":{"name":"In Progress"},"project":{"key":"OPS"},"updated":"2026-03-02T10:00:00.000+0000",
 		"assignee":{"name":"annn","key":"annn","displayName":"Ann Novak"},
 		"reporter":{"name":"bob","key":"bob","displayName":"Bob Stone"}}}`
@@ -45,7 +45,8 @@ func identityCorpus(t *testing.T) (issues, repo string) {
 		{"Ann Novak", "ann.novak@home.test", "Fix the login timeout"},
 		{"Bo Li", "bo@work.test", "Update the readme"},
 	} {
-		f := fmt.Sprintf("f%d.txt", i)
+		f := fmt.Sprintf("src/f%d.txt", i)
+		os.MkdirAll(filepath.Join(repo, "src"), 0o755)
 		if err := os.WriteFile(filepath.Join(repo, f), []byte(c.msg), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -137,6 +138,11 @@ func TestIdentityThroughTheAPI(t *testing.T) {
 	if node.Key != "person:ann@work.test" {
 		t.Fatalf("the alias's node: %q, want its person", node.Key)
 	}
+	// A file the issue names without its path is the one file of that name.
+	getJSON(t, f.url+"/api/v1/nodes/file:f1.txt", f.acme.key, &node)
+	if node.Key != "file:src/f1.txt" {
+		t.Fatalf("file:f1.txt is %q, want file:src/f1.txt", node.Key)
+	}
 	var bo aliases
 	getJSON(t, f.url+"/api/v1/nodes/person:bo@work.test/aliases", f.acme.key, &bo)
 	if len(bo.Aliases) != 0 {
@@ -175,7 +181,7 @@ func TestIdentityThroughTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(after) != fmt.Sprint(before) || len(after) != 1 {
+	if fmt.Sprint(after) != fmt.Sprint(before) || len(after) != 2 {
 		t.Fatalf("aliases after a wipe replay:\n%v\nbefore:\n%v", after, before)
 	}
 }

@@ -24,9 +24,11 @@ const (
 	// StageAbbreviation joins an abbreviated commit hash to the one commit
 	// whose full hash begins with it.
 	StageAbbreviation = "abbreviation"
+	// StageFileName joins a bare file name to the one file of that name.
+	StageFileName = "file name"
 )
 
-var stageConfidence = map[string]float64{StageManual: 1, StageEmail: 1, StageAccount: 1, StageAbbreviation: 1, StageName: 0.9, StageDisplayName: 0.7}
+var stageConfidence = map[string]float64{StageManual: 1, StageEmail: 1, StageAccount: 1, StageAbbreviation: 1, StageFileName: 0.9, StageName: 0.9, StageDisplayName: 0.7}
 
 // Identities is what the resolver derived from a client's identity facts
 // and decisions: the aliases to record, and what it left for review.
@@ -93,6 +95,8 @@ type identityRef struct {
 	accounts map[string]bool
 	commit   string              // its full hash (FactCommit)
 	abbrev   string              // the hash it abbreviates (FactAbbreviation)
+	path     string              // its path (FactPath)
+	fileName string              // the bare name it is (FactFileName)
 	names    map[string][]string // name → evidence
 	seen     time.Time
 	evidence map[string][]string // kind:value → evidence lines
@@ -145,6 +149,10 @@ func ResolveIdentities(facts []store.IdentityFact, decisions []store.IdentityDec
 			r.commit = strings.ToLower(f.Value)
 		case store.FactAbbreviation:
 			r.abbrev = strings.ToLower(f.Value)
+		case store.FactPath:
+			r.path = strings.ToLower(f.Value)
+		case store.FactFileName:
+			r.fileName = strings.ToLower(f.Value)
 		}
 	}
 	for _, d := range decisions {
@@ -249,6 +257,29 @@ func ResolveIdentities(facts []store.IdentityFact, decisions []store.IdentityDec
 				refs[cands[0]].evidence[store.FactCommit+":"+refs[cands[0]].commit]...))
 		default:
 			out.Ambiguous = append(out.Ambiguous, Ambiguity{Name: r.abbrev, Refs: []string{k}, Candidates: cands, Reason: fmt.Sprintf("%d commits begin with it", len(cands))})
+		}
+	}
+	// A bare file name: the one file of that name.
+	byBase := map[string][]string{}
+	for _, k := range keys {
+		if p := refs[k].path; p != "" && strings.Contains(p, "/") {
+			base := p[strings.LastIndex(p, "/")+1:]
+			byBase[base] = append(byBase[base], k)
+		}
+	}
+	for _, k := range keys {
+		r := refs[k]
+		if r.fileName == "" || strings.Contains(r.fileName, "/") || r.path != "" {
+			continue
+		}
+		switch cands := byBase[r.fileName]; len(cands) {
+		case 0:
+		case 1:
+			union(k, cands[0], StageFileName, append(slices.Clone(r.evidence[store.FactFileName+":"+r.fileName]),
+				refs[cands[0]].evidence[store.FactPath+":"+refs[cands[0]].path]...))
+		default:
+			out.Ambiguous = append(out.Ambiguous, Ambiguity{Name: r.fileName, Refs: []string{k}, Candidates: slices.Clone(cands[:min(len(cands), 5)]),
+				Reason: fmt.Sprintf("%d files are named so", len(cands))})
 		}
 	}
 	// One full name, two addresses, each written by its owner.
@@ -387,13 +418,13 @@ func ResolveIdentities(facts []store.IdentityFact, decisions []store.IdentityDec
 
 // canonical picks a person's most stable ref: an address (its own ref is
 // the address) seen first, else an account seen first, else the smallest;
-// for a commit, its full hash.
+// for a commit, its full hash; for a file, its path.
 func canonical(group []string, refs map[string]*identityRef) string {
 	rank := func(k string) int {
 		r := refs[k]
 		_, v, _ := strings.Cut(k, ":")
 		switch {
-		case r.emails[v] || r.commit != "" && r.commit == v:
+		case r.emails[v] || r.commit != "" && r.commit == v || r.path != "" && r.path == v:
 			return 0
 		case len(r.accounts) > 0:
 			return 1

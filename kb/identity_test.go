@@ -84,6 +84,16 @@ func TestResolveIdentities(t *testing.T) {
 			fact("commit:1a2b3c4", store.FactAbbreviation, "1a2b3c4", "commit:revert", 2),
 			fact("commit:0000000", store.FactAbbreviation, "0000000", "commit:revert", 2),
 		},
+		// Files: a bare name joins the one file of that name; a name two
+		// files have is left for review.
+		[]store.IdentityFact{
+			fact("file:src/a/b.kt", store.FactPath, "src/a/b.kt", "commit:1a2b", 1),
+			fact("file:src/a/util.go", store.FactPath, "src/a/util.go", "commit:1a2b", 1),
+			fact("file:src/b/util.go", store.FactPath, "src/b/util.go", "commit:1a2b", 1),
+			fact("file:b.kt", store.FactFileName, "b.kt", "jira:ops-1", 2),
+			fact("file:util.go", store.FactFileName, "util.go", "jira:ops-1", 2),
+			fact("file:c.kt", store.FactFileName, "c.kt", "jira:ops-1", 2),
+		},
 	)
 	got := kb.ResolveIdentities(facts, nil)
 	want := map[string]string{
@@ -93,6 +103,7 @@ func TestResolveIdentities(t *testing.T) {
 		"person:slee":             "person:sam@a.test (display name)",
 		"person:kim":              "person:kim@d.test (email)",
 		"commit:9f8e7d6":          "commit:9f8e7d6c5b4a00000000000000000000000000cc (abbreviation)",
+		"file:b.kt":               "file:src/a/b.kt (file name)",
 	}
 	if m := aliasMap(got); !mapsEqual(m, want) {
 		t.Fatalf("aliases:\n got %v\nwant %v", m, want)
@@ -105,8 +116,9 @@ func TestResolveIdentities(t *testing.T) {
 			t.Fatalf("display-name alias: %+v", a)
 		}
 	}
-	if len(got.Ambiguous) != 2 || got.Ambiguous[0].Name != "1a2b3c4" || len(got.Ambiguous[0].Candidates) != 2 ||
-		got.Ambiguous[1].Name != "jane doe" || !slices.Equal(got.Ambiguous[1].Refs, []string{"person:jdoe", "person:jdoe2"}) {
+	if len(got.Ambiguous) != 3 || got.Ambiguous[0].Name != "1a2b3c4" || len(got.Ambiguous[0].Candidates) != 2 ||
+		got.Ambiguous[1].Name != "util.go" || len(got.Ambiguous[1].Candidates) != 2 ||
+		got.Ambiguous[2].Name != "jane doe" || !slices.Equal(got.Ambiguous[2].Refs, []string{"person:jdoe", "person:jdoe2"}) {
 		t.Fatalf("ambiguous: %+v", got.Ambiguous)
 	}
 	if got.Refs != len(personRefs(facts)) || got.Persons != got.Refs-5 {

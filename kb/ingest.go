@@ -146,6 +146,9 @@ type IngestResult struct {
 	// ingested: a relation that cannot be stored (a bad ref or edge type),
 	// control characters removed from the content.
 	Warnings []string `json:"warnings,omitempty"`
+	// Aliased are the refs the content named that the alias registry
+	// replaced (Nodes holds what they stand for).
+	Aliased []string `json:"aliased,omitempty"`
 }
 
 // chunkNamespace seeds chunk UUIDs (UUIDv5).
@@ -303,6 +306,11 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 	}
 	resolve := func(s string) (string, error) {
 		r, err := k.resolver.Resolve(ctx, req.Client, s)
+		if err == nil {
+			if written, _ := ParseRef(s); written != r && !slices.Contains(res.Aliased, written.String()) {
+				res.Aliased = append(res.Aliased, written.String())
+			}
+		}
 		return r.String(), err
 	}
 	for _, f := range found {

@@ -131,7 +131,7 @@ func TestIdentitiesOnTheDevCorpora(t *testing.T) {
 			if d.State == store.DocQuarantined {
 				continue // never qualified
 			}
-			source, fs := qualifier.IdentityFacts(reg.Shape(d), d)
+			source, fs := qualifier.IdentityFacts(reg.Shape(d), d, nil)
 			for _, f := range fs {
 				f.Source = source
 				facts = append(facts, f)

@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
@@ -155,7 +157,7 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 		}
 		return worker.Result{}, fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
 	}
-	if err := q.identities(ctx, doc, shape); err != nil {
+	if err := q.identities(ctx, doc, shape, append(slices.Clone(res.Nodes), res.Aliased...)); err != nil {
 		return worker.Result{}, err
 	}
 	if err := q.possibleDuplicates(ctx, doc, structure, &res); err != nil {
@@ -193,8 +195,8 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 
 // identities records what the document says about who its people are
 // (IdentityFacts): the identity resolver's input (IdentityLoop).
-func (q *Qualifier) identities(ctx context.Context, doc store.Document, shape pollers.Shape) error {
-	source, facts := IdentityFacts(shape, doc)
+func (q *Qualifier) identities(ctx context.Context, doc store.Document, shape pollers.Shape, nodes []string) error {
+	source, facts := IdentityFacts(shape, doc, nodes)
 	if source == "" {
 		return nil
 	}
@@ -208,10 +210,13 @@ func (q *Qualifier) identities(ctx context.Context, doc store.Document, shape po
 }
 
 // IdentityFacts are what a document says about who its people are (its
-// kind's Shape.Identities), as recorded: refs normalised as Ingest does,
-// seen when the document was, said by source (its main node's ref, "" for
-// a shape without one). A fact whose ref cannot name a node is left out.
-func IdentityFacts(shape pollers.Shape, doc store.Document) (source string, facts []store.IdentityFact) {
+// kind's Shape.Identities) and which file a bare file name it mentions is
+// (nodes: the node keys its ingest wrote and the refs it named that were
+// aliases: the same facts whatever was resolved before), as recorded: refs normalised as
+// Ingest does, seen when the document was, said by source (its main
+// node's ref, "" for a shape without one). A fact whose ref cannot name a
+// node is left out.
+func IdentityFacts(shape pollers.Shape, doc store.Document, nodes []string) (source string, facts []store.IdentityFact) {
 	main, err := kb.ParseRef(shape.Main)
 	if err != nil {
 		return "", nil
@@ -224,6 +229,11 @@ func IdentityFacts(shape pollers.Shape, doc store.Document) (source string, fact
 		}
 		f.Ref, f.Seen = ref.String(), doc.ObservedAt
 		facts = append(facts, f)
+	}
+	for _, n := range nodes {
+		if name, ok := strings.CutPrefix(n, "file:"); ok && !strings.Contains(name, "/") {
+			facts = append(facts, store.IdentityFact{Ref: n, Kind: store.FactFileName, Value: name, Evidence: "file " + name + " named in " + main.String(), Seen: doc.ObservedAt})
+		}
 	}
 	return main.String(), facts
 }

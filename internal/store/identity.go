@@ -23,6 +23,11 @@ const (
 	// FactAbbreviation: a commit ref that is an abbreviated hash ("This
 	// reverts commit 1a2b3c4"): the commit whose full hash it begins.
 	FactAbbreviation = "abbreviation"
+	// FactPath: a file ref's path in a repository (a commit touched it).
+	FactPath = "path"
+	// FactFileName: a file ref that is a bare name ("B.kt" mentioned in a
+	// text): the one file of that name, when there is one.
+	FactFileName = "file name"
 )
 
 // IdentityFact is one thing a source item says about who a person ref is
@@ -30,7 +35,7 @@ const (
 // which thing another ref is (commit:1a2b3c4 abbreviates a commit's hash).
 type IdentityFact struct {
 	Ref      string    `json:"ref"`      // the person ref the item's relations use
-	Kind     string    `json:"kind"`     // FactEmail, FactAccount, FactName, FactNamed, FactCommit, FactAbbreviation
+	Kind     string    `json:"kind"`     // FactEmail, FactAccount, FactName, FactNamed, FactCommit, FactAbbreviation, FactPath, FactFileName
 	Value    string    `json:"value"`    // normalised
 	Source   string    `json:"source"`   // the item that says it (its main node ref)
 	Evidence string    `json:"evidence"` // the line of the item that says it

@@ -48,8 +48,11 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 	for _, p := range m.Parents {
 		h.Rel(main, "parent", "commit:"+p, h.Line("Parent", p))
 	}
+	var paths []store.IdentityFact
 	for _, f := range m.Files {
-		h.Rel(main, "modifies", "file:"+f.Path, h.Line("File", f.Path))
+		line := h.Line("File", f.Path)
+		h.Rel(main, "modifies", "file:"+f.Path, line)
+		paths = append(paths, store.IdentityFact{Ref: "file:" + f.Path, Kind: store.FactPath, Value: strings.ToLower(f.Path), Evidence: line})
 	}
 	fixed := map[string]bool{}
 	for _, mm := range fixesRE.FindAllStringSubmatch(d.Normalized.Body, -1) {
@@ -63,7 +66,7 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 		h.Rel(main, edge, "jira:"+k, h.Line("Issue", k))
 	}
 	facts := identities(m, d.Normalized.Body)
-	facts = append(facts, store.IdentityFact{Ref: main, Kind: store.FactCommit, Value: strings.ToLower(d.ExternalID), Evidence: "Commit: " + d.ExternalID})
+	facts = append(append(facts, paths...), store.IdentityFact{Ref: main, Kind: store.FactCommit, Value: strings.ToLower(d.ExternalID), Evidence: "Commit: " + d.ExternalID})
 	for _, r := range commitRefRE.FindAllStringSubmatch(d.Normalized.Body, 20) {
 		typ, hash := "reverts", strings.ToLower(r[2])
 		if strings.HasPrefix(strings.ToLower(r[1]), "cherry") {

@@ -135,6 +135,7 @@ func TestIdentityFacts(t *testing.T) {
 		"person:noreply@github.com email=noreply@github.com [Committer: GitHub <noreply@github.com>]",
 		"person:noreply@github.com name=github [Committer: GitHub <noreply@github.com>]",
 		"commit:" + fix + " commit=" + fix + " [Commit: " + fix + "]",
+		"file:a.txt path=a.txt [File: a.txt]",
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
