@@ -3,7 +3,6 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -45,15 +44,11 @@ func (s *Server) aliases(r *http.Request, p Principal) (any, error) {
 			refs = append(refs, a.Alias)
 		}
 	}
-	facts, err := s.cfg.Store.ListIdentityFacts(r.Context(), p.Client)
+	facts, err := s.cfg.Store.IdentityFactsOf(r.Context(), p.Client, refs, 200)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range facts {
-		if slices.Contains(refs, f.Ref) && len(out.Facts) < 200 {
-			out.Facts = append(out.Facts, f)
-		}
-	}
+	out.Facts = append(out.Facts, facts...)
 	if len(out.Aliases) == 0 && len(out.Facts) == 0 {
 		if _, err := s.cfg.Graph.For(p.Client).Node(r.Context(), out.Canonical); err != nil {
 			return nil, err

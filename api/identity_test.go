@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,8 +80,8 @@ func getJSON(t *testing.T, u, key string, out any) {
 // TestIdentityThroughTheAPI: a Jira assignee and a Git author with two
 // addresses become one person; expansion from the issue reaches the
 // commits the assignee wrote; the aliases say why; a manual split with a
-// replay separates them again, and a wipe replay reproduces the same
-// aliases, the split included.
+// replay separates them again, a manual merge joins what no rule would,
+// and a wipe replay reproduces the same aliases, the decisions included.
 func TestIdentityThroughTheAPI(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -165,6 +166,20 @@ func TestIdentityThroughTheAPI(t *testing.T) {
 	if ann.Canonical != "person:annn" || len(ann.Aliases) != 0 {
 		t.Fatalf("after the split: %+v", ann)
 	}
+	// The operator merges what no rule would: the reporter's account and
+	// Bo's address. At once: the alias, and the issue's reporter edge.
+	code, body = call(t, "POST", f.url+"/admin/v1/clients/acme/merges", f.admin, `{"a":"person:bob","b":"person:bo@work.test","why":"Bo's Jira account"}`)
+	if code != http.StatusOK {
+		t.Fatalf("merge: %d %v", code, body)
+	}
+	var bob aliases
+	getJSON(t, f.url+"/api/v1/nodes/person:bob/aliases", f.acme.key, &bob)
+	if bob.Canonical != "person:bo@work.test" || len(bob.Aliases) != 1 || bob.Aliases[0].Stage != "manual" ||
+		!slices.ContainsFunc(bob.Aliases[0].Evidence, func(e string) bool { return strings.Contains(e, "Bo's Jira account") }) {
+		t.Fatalf("after the merge: %+v", bob)
+	}
+	var edge struct{ Key string }
+	getJSON(t, f.url+"/api/v1/edges/"+url.PathEscape("reported_by::jira:ops-7->person:bo@work.test"), f.acme.key, &edge)
 	before, err := f.st.ListAliases(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +196,7 @@ func TestIdentityThroughTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(after) != fmt.Sprint(before) || len(after) != 2 {
+	if fmt.Sprint(after) != fmt.Sprint(before) || len(after) != 3 {
 		t.Fatalf("aliases after a wipe replay:\n%v\nbefore:\n%v", after, before)
 	}
 }

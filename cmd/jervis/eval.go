@@ -33,7 +33,7 @@ func (a *app) evalCommand() *cobra.Command {
 	var minDupRecall float64
 	cmd := &cobra.Command{
 		Use:   "eval [--json] [--client C] [--check] [--keep DIR] PATH...",
-		Short: "Measure the knowledge base built from real corpora: completeness, structure recall, duplicate finding beside a BM25 peer, junk, cost",
+		Short: "Measure the knowledge base built from real corpora: completeness, structure recall, duplicate finding beside a BM25 peer, junk, identities, cost",
 		Long: `eval runs the whole pipeline (embedded stores, rules qualifier, no network) on a fresh
 data directory over real corpora — Jira REST JSON (directories or .tar.gz), mailboxes and
 .eml files (also .gz), Git repositories or bundles, Confluence exports; several paths go
@@ -48,6 +48,11 @@ into one client — and measures the knowledge base against the labels the data 
                   recall@10 and MRR@10 over distinct issues, beside a textbook BM25 peer
                   (k1 1.2, b 0.75, summary + description + comments) computed in the run
   junk            nodes of types the rules do not produce, per 1,000 nodes
+  identities      person refs the sources name and the people resolution made of them,
+                  merges by stage, ambiguous names left; against what the data carries:
+                  Git author names written with several addresses (one person each), Jira
+                  accounts named as exactly one Git author (that person), and issues whose
+                  assignee wrote commits (one within two hops of the issue)
   cost            documents/s end to end, per stage, peak RSS, bytes on disk per document
 
 --check exits non-zero when a floor is crossed (quarantined > 0.5 %, an item lost, a FAILED

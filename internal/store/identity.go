@@ -73,6 +73,8 @@ type Identities interface {
 	PutIdentityFacts(ctx context.Context, client, source string, facts []IdentityFact) error
 	// ListIdentityFacts returns every fact of client's sources.
 	ListIdentityFacts(ctx context.Context, client string) ([]IdentityFact, error)
+	// IdentityFactsOf returns client's facts about refs (at most limit).
+	IdentityFactsOf(ctx context.Context, client string, refs []string, limit int) ([]IdentityFact, error)
 	// PutIdentityDecision records a decision on a pair, replacing an
 	// earlier one on the same pair (in either order).
 	PutIdentityDecision(ctx context.Context, d IdentityDecision) error

@@ -102,6 +102,15 @@ func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, fac
 	return s.bumpIdentity(ctx, client)
 }
 
+// IdentityFactsOf implements store.Identities.
+func (s *Store) IdentityFactsOf(ctx context.Context, client string, refs []string, limit int) ([]store.IdentityFact, error) {
+	facts, err := s.findFacts(ctx, bson.M{"client": client, "ref": bson.M{"$in": refs}})
+	if len(facts) > limit {
+		facts = facts[:limit]
+	}
+	return facts, err
+}
+
 // ListIdentityFacts implements store.Identities.
 func (s *Store) ListIdentityFacts(ctx context.Context, client string) ([]store.IdentityFact, error) {
 	return s.findFacts(ctx, bson.M{"client": client})

@@ -93,6 +93,16 @@ func (s *Store) factsWhere(ctx context.Context, where string, args ...any) ([]st
 	return out, rows.Err()
 }
 
+// IdentityFactsOf implements store.Identities.
+func (s *Store) IdentityFactsOf(ctx context.Context, client string, refs []string, limit int) ([]store.IdentityFact, error) {
+	b, _ := json.Marshal(refs)
+	facts, err := s.factsWhere(ctx, `client = ? AND ref IN (SELECT value FROM json_each(?))`, client, string(b))
+	if len(facts) > limit {
+		facts = facts[:limit]
+	}
+	return facts, err
+}
+
 // ListIdentityFacts implements store.Identities.
 func (s *Store) ListIdentityFacts(ctx context.Context, client string) ([]store.IdentityFact, error) {
 	return s.factsWhere(ctx, `client = ?`, client)

@@ -186,4 +186,6 @@ ALTER TABLE aliases ADD COLUMN stage TEXT NOT NULL DEFAULT '';
 ALTER TABLE aliases ADD COLUMN confidence REAL NOT NULL DEFAULT 1;
 ALTER TABLE aliases ADD COLUMN evidence TEXT NOT NULL DEFAULT '[]';
 `,
+	// 9: what the sources say about one person's refs (GET …/aliases).
+	`CREATE INDEX identity_facts_ref ON identity_facts (client, ref);`,
 }

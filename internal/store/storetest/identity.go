@@ -44,6 +44,15 @@ func testIdentities(t *testing.T, s store.Store) {
 	if got := must(s.ListIdentityFacts(c, "globex"))(t); len(got) != 1 {
 		t.Fatalf("globex facts: %+v", got)
 	}
+	if got := must(s.IdentityFactsOf(c, "acme", []string{"person:eharris", "person:nobody"}, 10))(t); len(got) != 2 {
+		t.Fatalf("facts of a ref: %+v", got)
+	}
+	if got := must(s.IdentityFactsOf(c, "acme", []string{"person:eharris"}, 1))(t); len(got) != 1 {
+		t.Fatalf("facts of a ref, at most 1: %+v", got)
+	}
+	if got := must(s.IdentityFactsOf(c, "acme", []string{"person:nobody"}, 10))(t); len(got) != 0 {
+		t.Fatalf("facts of an unknown ref: %+v", got)
+	}
 	if err := s.PutIdentityFacts(c, "acme", "jira:ops-1", facts[1:]); err != nil {
 		t.Fatal(err)
 	}
