@@ -14,7 +14,8 @@ import (
 
 // events streams the client's pipeline events as Server-Sent Events: one
 // event per log entry, its Seq as the SSE id, so a client that reconnects
-// with Last-Event-ID (or ?after=SEQ) resumes where it stopped. The store is
+// with Last-Event-ID (or ?after=SEQ) resumes where it stopped; ?after=now
+// starts with what happens next. The store is
 // polled; a comment line every KeepAlive keeps proxies from closing an idle
 // stream.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
@@ -24,7 +25,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		after = r.URL.Query().Get("after")
 	}
 	var seq int64
-	if after != "" {
+	fromNow := after == "now"
+	if after != "" && !fromNow {
 		n, err := strconv.ParseInt(after, 10, 64)
 		if err != nil || n < 0 {
 			writeError(w, invalid("Last-Event-ID", "must be the id of an event"))
@@ -46,6 +48,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	flusher.Flush()
 	watch, done := s.eventWatch(r.Context())
 	defer done()
+	if fromNow { // only what happens from now on (a live view)
+		seq, _ = watch.now()
+	}
 	keepAlive := time.NewTimer(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {

@@ -95,6 +95,17 @@ func TestEventStreamIsTheClientsAndResumes(t *testing.T) {
 	if e, ok := next(t, resumed); ok {
 		t.Fatalf("resumed stream repeats %+v", e)
 	}
+	// ?after=now: no backlog, only what happens next.
+	fromNow := sse(t, f.url+"/api/v1/events?after=now", f.acme.key, "")
+	if e, ok := next(t, fromNow); ok {
+		t.Fatalf("a stream from now replays %+v", e)
+	}
+	if _, _, err := f.st.PutDocument(t.Context(), store.Document{Client: "acme", SourceType: store.SourceFile, ExternalID: "later", Raw: []byte("later")}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := next(t, fromNow); !ok || e.Seq <= live.Seq || e.Client != "acme" {
+		t.Fatalf("from now: %+v %v", e, ok)
+	}
 	if code, body := call(t, "GET", f.url+"/api/v1/events?after=x", f.acme.key, ""); code != http.StatusBadRequest {
 		t.Fatalf("bad resume id: %d %v", code, body)
 	}

@@ -109,6 +109,10 @@ func (s *Server) Register(mux *http.ServeMux) {
 	}
 
 	route("GET /openapi.yaml", http.HandlerFunc(serveOpenAPI))
+	// The web console: static files, no key needed to load them (the page
+	// asks for one and sends it to the API); not API routes.
+	mux.HandleFunc("GET /{$}", serveConsole)
+	mux.HandleFunc("GET /console/", serveConsole)
 	client("POST /api/v1/search", s.search)
 	client("GET /api/v1/search", s.search)
 	client("GET /api/v1/nodes", s.nodes)

@@ -262,8 +262,8 @@ func (a *app) apiKeys(ctx context.Context, st store.Store, addr string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "Demo API key for client %s (new at each --demo start):\n  curl -s -H 'Authorization: Bearer %s' 'http://%s/api/v1/search?query=battery+range'\n",
-		importer.DemoClient, secret, addr)
+	fmt.Fprintf(a.stdout, "Demo API key for client %s (new at each --demo start):\n  curl -s -H 'Authorization: Bearer %s' 'http://%s/api/v1/search?query=battery+range'\n"+
+		"The console: http://%s/ (sign in with that key, or the admin key)\n", importer.DemoClient, secret, addr, addr)
 	return nil
 }
 
