@@ -139,6 +139,19 @@ func TestIdentityThroughTheAPI(t *testing.T) {
 	if node.Key != "person:ann@work.test" {
 		t.Fatalf("the alias's node: %q, want its person", node.Key)
 	}
+	// Search names the person, not the alias the issue's chunks were
+	// written with.
+	var pack struct {
+		Items []struct {
+			SourceURN string   `json:"sourceUrn"`
+			NodeKeys  []string `json:"nodeKeys"`
+		} `json:"items"`
+	}
+	getJSON(t, f.url+"/api/v1/search?query=login+page+times+out&limit=3", f.acme.key, &pack)
+	if len(pack.Items) == 0 || pack.Items[0].SourceURN != "JIRA:OPS-7" || slices.Contains(pack.Items[0].NodeKeys, "person:annn") ||
+		!slices.Contains(pack.Items[0].NodeKeys, "person:ann@work.test") {
+		t.Fatalf("search items: %+v", pack.Items)
+	}
 	// A file the issue names without its path is the one file of that name.
 	getJSON(t, f.url+"/api/v1/nodes/file:f1.txt", f.acme.key, &node)
 	if node.Key != "file:src/f1.txt" {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -207,6 +208,32 @@ func (r *Resolver) lookup(ctx context.Context, client, key string) (string, erro
 	}
 	e.loaded, e.canonical = true, target
 	return target, nil
+}
+
+// canonical returns keys (canonical refs) with each alias replaced by what
+// it stands for, without repeats, in order; a key the registry cannot be
+// asked about stays as it is.
+func (r *Resolver) canonical(ctx context.Context, client string, keys []string) []string {
+	var out []string
+	for i, key := range keys {
+		for range 8 {
+			target, err := r.lookup(ctx, client, key)
+			if err != nil || target == "" || target == key {
+				break
+			}
+			key = target
+		}
+		if key != keys[i] && out == nil {
+			out = slices.Clone(keys[:i])
+		}
+		if out != nil && !slices.Contains(out, key) {
+			out = append(out, key)
+		}
+	}
+	if out == nil {
+		return keys
+	}
+	return out
 }
 
 // learn sets what the cache says alias stands for ("": nothing), after

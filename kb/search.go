@@ -189,6 +189,11 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 				ChunkID: h.Chunk.ID, SourceURN: h.Chunk.SourceURN})
 		}
 	}
+	// Chunks keep the refs they were written with: one that has become an
+	// alias since (identity resolution) names its person now.
+	for i := range pack.Items {
+		pack.Items[i].NodeKeys = k.resolver.canonical(ctx, req.Client, pack.Items[i].NodeKeys)
+	}
 	seedScore := map[string]float64{}
 	var seeds []string
 	for _, it := range pack.Items {
