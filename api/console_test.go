@@ -189,8 +189,10 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 // over the demo corpus, served under a path prefix: sign in with a client
 // key, search, open an item, its graph and an edge's evidence; watch a
 // document arrive through the event stream; read a quarantined document's
-// reason; then, with the admin key, the pipeline's counters and a dry-run
-// reprocess. With JERVIS_CONSOLE_SCREENSHOTS=DIR it also writes each
+// reason; the READY_FOR_GPU queue with a task's TaskMemory; then, with the
+// admin key, the pipeline's counters, a dry-run reprocess, a quarantined
+// document's retry, a client's new key (its secret once) revoked, and a
+// link pattern. With JERVIS_CONSOLE_SCREENSHOTS=DIR it also writes each
 // screen at desktop and phone width into DIR (docs/console).
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
@@ -289,6 +291,16 @@ func TestConsoleInABrowser(t *testing.T) {
 			if !strings.HasPrefix(reason, "Quarantined: ") || len(reason) < 20 {
 				t.Fatalf("reason: %q", reason)
 			}
+			var quarantinedID, routing string
+			step(t, ctx, "the quarantined document's ID", chromedp.Text("#document-id", &quarantinedID, chromedp.ByQuery))
+
+			// The tasks routed to the GPU, each with its TaskMemory.
+			step(t, ctx, "the READY_FOR_GPU queue", chromedp.Navigate(base+"#/tasks"), chromedp.WaitVisible("#tasks tbody a", chromedp.ByQuery),
+				chromedp.Click("#tasks tbody a", chromedp.ByQuery), chromedp.WaitVisible("#routing", chromedp.ByQuery),
+				chromedp.Text("#routing", &routing, chromedp.ByQuery), shot("8-task"))
+			if !strings.HasPrefix(routing, "READY_FOR_GPU: ") || len(routing) < 25 {
+				t.Fatalf("routing: %q", routing)
+			}
 
 			// The admin key: the pipeline and a dry-run reprocess.
 			var stats, result string
@@ -304,6 +316,39 @@ func TestConsoleInABrowser(t *testing.T) {
 			if !strings.HasPrefix(result, "Would replay ") || strings.HasPrefix(result, "Would replay 0 ") {
 				t.Fatalf("dry run: %q", result)
 			}
+			// Retry the quarantined document: a reprocess of it alone.
+			step(t, ctx, "retry a document", chromedp.Navigate(base+"#/operate"), chromedp.WaitReady("#client option", chromedp.ByQuery),
+				chromedp.SendKeys("#documents", quarantinedID, chromedp.ByQuery), chromedp.Click("#dry", chromedp.ByQuery),
+				chromedp.Click("#main form button[type=submit]", chromedp.ByQuery),
+				chromedp.WaitVisible("#job-result", chromedp.ByQuery), chromedp.Text("#job-result", &result, chromedp.ByQuery))
+			if !strings.HasPrefix(result, "Replayed 1 documents") {
+				t.Fatalf("retry: %q", result)
+			}
+
+			// A client's keys (the secret shown once) and link patterns.
+			var secret, keysText, patterns string
+			step(t, ctx, "a new key", chromedp.Navigate(base+"#/clients/demo"), chromedp.WaitVisible("#key-name", chromedp.ByQuery), shot("9-clients"),
+				chromedp.SendKeys("#key-name", "console "+size.name+"\r", chromedp.ByQuery),
+				chromedp.WaitVisible("#secret", chromedp.ByQuery), chromedp.Text("#secret", &secret, chromedp.ByQuery))
+			if !strings.HasPrefix(secret, api.KeyPrefix) {
+				t.Fatalf("secret: %q", secret)
+			}
+			if code, _ := call(t, "GET", strings.TrimSuffix(base, "/")+"/api/v1/documents?limit=1", secret, ""); code != http.StatusOK {
+				t.Fatalf("the new key: %d", code)
+			}
+			step(t, ctx, "revoke it", chromedp.Evaluate(`[...document.querySelectorAll("#client-detail tr")].find(r => r.textContent.includes("console `+size.name+`")).querySelector("button").click()`, nil),
+				chromedp.Poll(`[...document.querySelectorAll("#client-detail tr")].some(r => r.textContent.includes("console `+size.name+`") && r.textContent.includes("revoked"))`, nil,
+					chromedp.WithPollingTimeout(10*time.Second)), chromedp.Text("#client-detail", &keysText, chromedp.ByQuery))
+			if code, _ := call(t, "GET", strings.TrimSuffix(base, "/")+"/api/v1/documents?limit=1", secret, ""); code != http.StatusUnauthorized {
+				t.Fatalf("the revoked key: %d", code)
+			}
+			step(t, ctx, "a link pattern", chromedp.SendKeys("#pattern", "ads-"+size.name+".example\r", chromedp.ByQuery),
+				chromedp.Poll(`document.getElementById("patterns") && document.getElementById("patterns").textContent.includes("ads-`+size.name+`.example")`, nil,
+					chromedp.WithPollingTimeout(10*time.Second)), chromedp.Text("#patterns", &patterns, chromedp.ByQuery))
+			if !strings.Contains(patterns, "block ads-"+size.name+".example") {
+				t.Fatalf("patterns: %q", patterns)
+			}
+
 			var leaked bool
 			step(t, ctx, "no key in the URL", chromedp.Evaluate(fmt.Sprintf(`location.href.includes(%q) || location.href.includes(%q)`, clientKey, adminKey), &leaked))
 			if leaked {

@@ -294,7 +294,7 @@ async function documentScreen({ parts }) {
   try {
     const d = await api("api/v1/documents/" + encodeURIComponent(parts[1]));
     show(el("h1", {}, d.normalized?.title || d.externalId),
-      el("p", { class: "meta" }, el("span", { class: "tag" }, d.sourceType.toLowerCase()), ` ${d.externalId} · version ${d.version} · ${d.state}`),
+      el("p", { class: "meta" }, el("span", { class: "tag" }, d.sourceType.toLowerCase()), ` ${d.externalId} · version ${d.version} · ${d.state} · ID `, el("code", { id: "document-id" }, d.id)),
       d.error ? el("p", { class: "error", id: "quarantine-reason" }, `${d.state === "QUARANTINED" ? "Quarantined" : "Failed"}: ${d.error.message}`) : [],
       (d.normalized?.warnings || []).map((w) => el("p", { class: "warning" }, w)),
       el("h2", {}, "Text"), el("pre", { class: "body" }, d.normalized?.body || ""),
@@ -302,6 +302,118 @@ async function documentScreen({ parts }) {
   } catch (err) {
     show(problem(err));
   }
+}
+
+// ---- tasks: what the qualifier routed, with its TaskMemory
+
+async function tasksScreen({ params }) {
+  const state = params.get("state") || "READY_FOR_GPU";
+  const states = ["READY_FOR_GPU", "NEW", "QUALIFICATION_IN_PROGRESS", "DONE", "FAILED"];
+  const list = el("section", { id: "tasks", "aria-label": "Tasks" });
+  show(el("h1", {}, "Tasks"),
+    el("nav", { class: "filters", "aria-label": "State" }, states.map((s) => s === state ? el("strong", {}, s) : el("a", { href: "#/tasks?state=" + s }, s))), list);
+  try {
+    const tasks = await api("api/v1/tasks?" + new URLSearchParams({ state, limit: "50" }));
+    list.replaceChildren(tasks.items.length ? el("table", {},
+      el("thead", {}, el("tr", {}, ["Task", "Kind", "State", "Attempts", "Updated"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, tasks.items.map((x) => el("tr", {},
+        el("td", {}, el("a", { href: "#/task/" + encodeURIComponent(x.id) }, x.id.slice(0, 12))),
+        el("td", {}, x.kind), el("td", {}, x.state), el("td", { class: "num" }, String(x.attempts ?? 0)),
+        el("td", {}, (x.updatedAt || "").slice(0, 19).replace("T", " ")))))) : el("p", { class: "hint" }, "No task in this state."));
+  } catch (err) {
+    list.replaceChildren(problem(err));
+  }
+}
+
+async function taskScreen({ parts }) {
+  try {
+    const x = await api("api/v1/tasks/" + encodeURIComponent(parts[1]));
+    const m = x.memory || {};
+    show(el("h1", {}, `${x.kind} task`),
+      el("p", { class: "meta" }, `${x.id} · ${x.state} · attempts ${x.attempts ?? 0}`),
+      x.error ? el("p", { class: "error" }, x.error.message) : [],
+      el("h2", {}, "Routing"),
+      el("p", { id: "routing" }, `${m.routingDecision || "—"}: ${m.routingReason || "not yet qualified"}`),
+      el("h2", {}, "Context summary"), el("pre", { id: "summary" }, m.contextSummary || ""),
+      (m.warnings || []).map((w) => el("p", { class: "warning" }, w)),
+      el("h2", {}, "Graph"), el("ul", {}, (m.graphNodeKeys || []).map((k) => el("li", {}, el("a", { href: "#/node/" + encodeURIComponent(k) }, k)))),
+      el("h2", {}, "Events"), el("ol", {}, (x.events || []).map((e) => el("li", {}, `${e.at.slice(0, 19).replace("T", " ")} ${e.type}`))));
+  } catch (err) {
+    show(problem(err));
+  }
+}
+
+// ---- admin: clients, their keys and link patterns
+
+async function clientsScreen({ parts }) {
+  const chosen = parts[1];
+  const box = el("section", { id: "clients" });
+  const id = el("input", { id: "new-client", type: "text", required: true, pattern: "[a-z0-9][a-z0-9_-]*" });
+  const name = el("input", { id: "new-client-name", type: "text" });
+  const out = el("div", { "aria-live": "polite" });
+  const create = el("form", { class: "card narrow", onsubmit: async (ev) => {
+    ev.preventDefault();
+    try {
+      await api("admin/v1/clients", { method: "POST", body: { id: id.value, name: name.value || undefined } });
+      go("#/clients/" + encodeURIComponent(id.value));
+    } catch (err) { out.replaceChildren(problem(err)); }
+  } }, el("h2", {}, "New client"), el("label", { for: "new-client" }, "ID"), id, el("label", { for: "new-client-name" }, "Name"), name,
+  el("button", { type: "submit" }, "Create"), out);
+  show(el("h1", {}, "Clients"), box, create);
+  try {
+    const cs = (await api("admin/v1/clients")).items;
+    box.replaceChildren(el("ul", { class: "clients" }, cs.map((c) => el("li", {}, c.id === chosen ? el("strong", {}, c.name || c.id) :
+      el("a", { href: "#/clients/" + encodeURIComponent(c.id) }, c.name || c.id), ` (${c.id})`))));
+    if (chosen) box.append(await clientDetail(chosen));
+  } catch (err) {
+    box.replaceChildren(problem(err));
+  }
+}
+
+async function clientDetail(client) {
+  const c = encodeURIComponent(client);
+  const section = el("section", { id: "client-detail", class: "card" }, el("h2", {}, `Client ${client}`));
+  const reload = () => render();
+  // Keys: the secret of a new one is shown once, here.
+  const keys = (await api(`admin/v1/clients/${c}/keys`)).items;
+  const keyName = el("input", { id: "key-name", type: "text", required: true });
+  const secret = el("div", { id: "new-secret", "aria-live": "polite" });
+  const keyRow = (k) => {
+    const state = el("td", {}, k.revokedAt ? "revoked" : "active");
+    const revoke = k.revokedAt ? "" : el("button", { type: "button", class: "link", onclick: async () => {
+      try {
+        await api(`admin/v1/keys/${encodeURIComponent(k.id)}/revoke`, { method: "POST" });
+        state.textContent = "revoked";
+        revoke.remove();
+      } catch (err) { secret.replaceChildren(problem(err)); }
+    } }, "Revoke");
+    return el("tr", {}, el("td", {}, k.name || k.id), state, el("td", {}, revoke));
+  };
+  const body = el("tbody", {}, keys.map(keyRow));
+  section.append(el("h3", {}, "API keys"), el("table", {}, body),
+    el("form", { onsubmit: async (ev) => {
+      ev.preventDefault();
+      try {
+        const created = await api(`admin/v1/clients/${c}/keys`, { method: "POST", body: { name: keyName.value } });
+        body.append(keyRow(created));
+        secret.replaceChildren(el("p", { class: "warning" }, "The key's secret, shown this once — copy it now:"), el("pre", { id: "secret" }, created.secret));
+      } catch (err) { secret.replaceChildren(problem(err)); }
+    } }, el("label", { for: "key-name" }, "New key's name"), keyName, el("button", { type: "submit" }, "Create key")), secret);
+  // Link patterns.
+  const patterns = (await api(`admin/v1/clients/${c}/link-patterns`)).items;
+  const kind = el("select", { id: "pattern-kind" }, el("option", { value: "block" }, "block"), el("option", { value: "allow" }, "allow"));
+  const pattern = el("input", { id: "pattern", type: "text", required: true });
+  const perr = el("div", { "aria-live": "polite" });
+  section.append(el("h3", {}, "Link patterns"),
+    el("ul", { id: "patterns" }, patterns.map((p) => el("li", {}, `${p.kind} ${p.pattern} `, el("button", { type: "button", class: "link", onclick: async () => {
+      try { await api(`admin/v1/clients/${c}/link-patterns`, { method: "DELETE", body: { kind: p.kind, pattern: p.pattern } }); reload(); } catch (err) { perr.replaceChildren(problem(err)); }
+    } }, "Remove")))),
+    el("form", { onsubmit: async (ev) => {
+      ev.preventDefault();
+      try { await api(`admin/v1/clients/${c}/link-patterns`, { method: "POST", body: { kind: kind.value, pattern: pattern.value } }); reload(); } catch (err) { perr.replaceChildren(problem(err)); }
+    } }, el("label", { for: "pattern-kind" }, "Kind"), kind, el("label", { for: "pattern" }, "Pattern (a host, *.host or an http(s) URL)"), pattern,
+    el("button", { type: "submit" }, "Add pattern")), perr);
+  return section;
 }
 
 // ---- admin: the pipeline and operations
@@ -340,11 +452,14 @@ async function operateScreen() {
   try { clients = (await api("admin/v1/clients")).items; } catch (err) { out.append(problem(err)); }
   const client = el("select", { id: "client", required: true }, clients.map((c) => el("option", { value: c.id }, c.name || c.id)));
   const source = el("select", { id: "source" }, el("option", { value: "" }, "all"), SOURCES.map((s) => el("option", { value: s }, s.toLowerCase())));
+  const docs = el("input", { id: "documents", type: "text", placeholder: "all", "aria-describedby": "documents-help" });
   const dry = el("input", { id: "dry", type: "checkbox", checked: true });
   const form = el("form", { class: "card narrow", onsubmit: async (ev) => {
     ev.preventDefault();
     const body = { client: client.value, dryRun: dry.checked };
     if (source.value) body.sourceType = source.value;
+    const ids = docs.value.split(/[\s,]+/).filter(Boolean);
+    if (ids.length) body.documentIds = ids;
     try {
       let job = await api("admin/v1/reprocess", { method: "POST", body });
       const bar = el("progress", { max: "1", value: "0", "aria-label": "Progress" });
@@ -370,6 +485,8 @@ async function operateScreen() {
   el("h1", {}, "Reprocess"),
   el("label", { for: "client" }, "Client"), client,
   el("label", { for: "source" }, "Source"), source,
+  el("label", { for: "documents" }, "Documents"), docs,
+  el("p", { id: "documents-help", class: "hint" }, "Document IDs, to retry some (a quarantined one goes back to the indexers); empty: all of the selection."),
   el("label", { class: "check", for: "dry" }, dry, " Dry run first: count what would be replayed"),
   el("button", { type: "submit" }, "Start"));
   show(form, out);
@@ -378,10 +495,13 @@ async function operateScreen() {
 // ---- the router
 
 const SCREENS = {
-  client: { search: searchScreen, node: nodeScreen, documents: documentsScreen, document: documentScreen },
-  admin: { pipeline: pipelineScreen, operate: operateScreen },
+  client: { search: searchScreen, node: nodeScreen, documents: documentsScreen, document: documentScreen, tasks: tasksScreen, task: taskScreen },
+  admin: { pipeline: pipelineScreen, operate: operateScreen, clients: clientsScreen },
 };
-const NAV = { client: [["search", "Search"], ["documents", "Documents"]], admin: [["pipeline", "Pipeline"], ["operate", "Operate"]] };
+const NAV = {
+  client: [["search", "Search"], ["documents", "Documents"], ["tasks", "Tasks"]],
+  admin: [["pipeline", "Pipeline"], ["operate", "Operate"], ["clients", "Clients"]],
+};
 
 async function render() {
   stopStream();
