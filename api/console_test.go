@@ -265,6 +265,10 @@ func TestConsoleInABrowser(t *testing.T) {
 			if !strings.Contains(evidence, "origin") || len(evidence) < 40 {
 				t.Fatalf("evidence: %s", evidence)
 			}
+			// The drawing by keyboard: an edge focused and Enter shows its evidence.
+			step(t, ctx, "an edge by keyboard", chromedp.Evaluate(`document.getElementById("evidence").textContent = ""`, nil),
+				chromedp.Focus("svg.graph g.edge", chromedp.ByQuery), chromedp.KeyEvent("\r"),
+				chromedp.WaitVisible("#evidence .evidence-text", chromedp.ByQuery))
 			step(t, ctx, "depth 2", chromedp.Click(".depth a", chromedp.ByQuery), chromedp.WaitVisible(".depth strong", chromedp.ByQuery))
 
 			// A document arrives while the documents screen is open: the

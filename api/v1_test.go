@@ -123,7 +123,12 @@ func TestAuthentication(t *testing.T) {
 	f := newFixture(t, nil)
 	admin := []struct{ method, path, body string }{{"GET", "/admin/v1/stats", ""}, {"GET", "/admin/v1/clients", ""}, {"POST", "/admin/v1/clients", `{"id":"initech"}`},
 		{"POST", "/admin/v1/clients/acme/merges", `{"a":"person:ann","b":"person:bob","why":"x"}`},
-		{"POST", "/admin/v1/clients/acme/splits", `{"a":"person:ann","b":"person:bob","why":"x"}`}}
+		{"POST", "/admin/v1/clients/acme/splits", `{"a":"person:ann","b":"person:bob","why":"x"}`},
+		// The web console's admin calls.
+		{"POST", "/admin/v1/reprocess", `{"client":"acme","dryRun":true}`}, {"GET", "/admin/v1/jobs", ""}, {"GET", "/admin/v1/jobs/job_x", ""},
+		{"GET", "/admin/v1/clients/acme/keys", ""}, {"POST", "/admin/v1/clients/acme/keys", `{"name":"x"}`}, {"POST", "/admin/v1/keys/key_x/revoke", ""},
+		{"GET", "/admin/v1/clients/acme/link-patterns", ""}, {"POST", "/admin/v1/clients/acme/link-patterns", `{"kind":"block","pattern":"x.test"}`},
+		{"DELETE", "/admin/v1/clients/acme/link-patterns", `{"kind":"block","pattern":"x.test"}`}}
 	stream := []struct{ method, path, body string }{{"GET", "/api/v1/events", ""}, {"POST", "/api/v1/ingest", `{"name":"a.md","content":"x"}`}}
 	for _, r := range append(append(clientRoutes(f.acme), admin...), stream...) {
 		for _, key := range []string{"", "jvk_not-a-key", "Basic dXNlcjpwdw=="} {

@@ -153,6 +153,13 @@ function color(type) {
   for (const c of type) h = (h * 31 + c.charCodeAt(0)) >>> 0;
   return PALETTE[h % PALETTE.length];
 }
+// enter runs fn for Enter or Space on a focused drawing element.
+function enter(ev, fn) {
+  if (ev.key === "Enter" || ev.key === " ") {
+    ev.preventDefault();
+    fn();
+  }
+}
 function short(key, n = 28) { return key.length > n ? key.slice(0, n - 1) + "…" : key; }
 
 // layout places the start in the middle and each depth on a ring.
@@ -196,14 +203,16 @@ async function nodeScreen({ parts, params }) {
     const drawing = svg("svg", { viewBox: `0 0 ${size} ${size}`, class: "graph", role: "img", "aria-label": `The graph around ${node.key}, depth ${depth}` },
       hood.edges.filter((e) => pos.has(e.from) && pos.has(e.to)).map((e) => {
         const a = pos.get(e.from), b = pos.get(e.to);
-        return svg("g", { class: "edge", "data-key": `${e.edgeType}::${e.from}->${e.to}`, onclick: () => openEdge(e) },
+        return svg("g", { class: "edge", "data-key": `${e.edgeType}::${e.from}->${e.to}`, tabindex: "0", role: "button",
+          "aria-label": `${e.from} ${e.edgeType} ${e.to}: show the evidence`, onclick: () => openEdge(e), onkeydown: (ev) => enter(ev, () => openEdge(e)) },
           svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y }),
           svg("line", { class: "hit", x1: a.x, y1: a.y, x2: b.x, y2: b.y }),
           svg("text", { x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 - 3, class: "edge-label" }, e.edgeType));
       }),
       hood.nodes.map((n) => {
         const p = pos.get(n.key);
-        return svg("g", { class: "node", "data-key": n.key, onclick: () => go("#/node/" + encodeURIComponent(n.key) + "?depth=" + depth) },
+        const open = () => go("#/node/" + encodeURIComponent(n.key) + "?depth=" + depth);
+        return svg("g", { class: "node", "data-key": n.key, tabindex: "0", role: "link", "aria-label": `${n.type} ${n.key}`, onclick: open, onkeydown: (ev) => enter(ev, open) },
           svg("circle", { cx: p.x, cy: p.y, r: n.depth === 0 ? 12 : 8, fill: color(n.type) }),
           svg("text", { x: p.x + 12, y: p.y + 4 }, short(n.key)));
       }));
