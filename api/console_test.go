@@ -252,11 +252,16 @@ func TestConsoleInABrowser(t *testing.T) {
 			}
 
 			var nodes int
-			step(t, ctx, "open an item and its graph", chromedp.Click("#results .item h2 a", chromedp.ByQuery),
+			var itemDoc string
+			step(t, ctx, "open an item, its document and its graph", chromedp.Click("#results .item h2 a", chromedp.ByQuery),
 				chromedp.WaitVisible("svg.graph .node", chromedp.ByQuery),
-				chromedp.Evaluate(`document.querySelectorAll("svg.graph .node").length`, &nodes))
+				chromedp.Evaluate(`document.querySelectorAll("svg.graph .node").length`, &nodes),
+				chromedp.WaitVisible("#item-document", chromedp.ByQuery), chromedp.Text("#item-document", &itemDoc, chromedp.ByQuery))
 			if nodes < 2 {
 				t.Fatalf("the graph shows %d nodes", nodes)
+			}
+			if !strings.Contains(itemDoc, "observed 2026-") || !strings.Contains(itemDoc, "1 version: 1 (") {
+				t.Fatalf("the item's document: %q", itemDoc)
 			}
 			var evidence string
 			step(t, ctx, "an edge's evidence", chromedp.Click("ul.edges button", chromedp.ByQuery),

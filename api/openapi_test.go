@@ -181,6 +181,8 @@ func TestOpenAPIMatchesRealResponses(t *testing.T) {
 		{"GET", "/api/v1/documents?limit=1", "/api/v1/documents", f.acme.key, "", 200},
 		{"GET", "/api/v1/documents?degraded=true", "/api/v1/documents", f.acme.key, "", 200},
 		{"GET", "/api/v1/documents?degraded=maybe", "/api/v1/documents", f.acme.key, "", 400},
+		{"GET", "/api/v1/documents?sourceUrn=EMAIL:m1@acme.test", "/api/v1/documents", f.acme.key, "", 200},
+		{"GET", "/api/v1/documents?sourceUrn=nothing", "/api/v1/documents", f.acme.key, "", 400},
 		{"GET", "/api/v1/documents/" + f.acme.doc, "/api/v1/documents/{id}", f.acme.key, "", 200},
 		{"POST", "/api/v1/ingest", "/api/v1/ingest", f.acme.key, `{"name":"n.md","content":"# N\n\nA note."}`, 202},
 		{"GET", "/api/v1/tasks?limit=5", "/api/v1/tasks", f.acme.key, "", 200},

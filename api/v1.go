@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
@@ -203,6 +204,24 @@ func (s *Server) documents(r *http.Request, p Principal) (any, error) {
 	state := store.DocumentState(q.Get("state"))
 	if state != "" && !slices.Contains(store.DocumentStates, state) {
 		return nil, invalid("state", "not a document state")
+	}
+	if urn := q.Get("sourceUrn"); urn != "" {
+		// The versions of one item (SOURCETYPE:EXTERNALID, as search items
+		// name it), newest first.
+		source, external, ok := strings.Cut(urn, ":")
+		if !ok || external == "" || !slices.Contains(s.cfg.Kinds.SourceTypes(), store.SourceType(source)) {
+			return nil, invalid("sourceUrn", "SOURCETYPE:EXTERNALID, e.g. JIRA:OPS-12")
+		}
+		docs, err := s.cfg.Store.ListDocumentVersions(r.Context(), p.Client, store.SourceType(source), external)
+		if err != nil {
+			return nil, err
+		}
+		slices.Reverse(docs)
+		for i, d := range docs {
+			d.Raw = nil
+			docs[i] = s.clientDocument(d)
+		}
+		return items(docs), nil
 	}
 	degraded := false
 	if v := q.Get("degraded"); v != "" {

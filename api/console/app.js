@@ -20,7 +20,7 @@ function el(tag, attrs, ...children) {
     if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -136,7 +136,7 @@ async function searchScreen({ params }) {
         const [source, external] = (it.sourceUrn || ":").split(/:(.*)/s);
         const node = (it.nodeKeys || [])[0];
         return el("li", { class: "item" },
-          el("h2", {}, node ? el("a", { href: "#/node/" + encodeURIComponent(node) }, it.title || it.sourceUrn) : (it.title || it.sourceUrn)),
+          el("h2", {}, node ? el("a", { href: "#/node/" + encodeURIComponent(node) + "?" + new URLSearchParams({ source: it.sourceUrn || "" }) }, it.title || it.sourceUrn) : (it.title || it.sourceUrn)),
           el("p", { class: "meta" }, el("span", { class: "tag" }, source.toLowerCase()), " ", external, " · score ", it.score.toFixed(3)),
           (it.passages || [{ text: it.content }]).map((p) => el("blockquote", { class: "passage" }, highlight(p.text, terms))));
       })));
@@ -217,10 +217,13 @@ async function nodeScreen({ parts, params }) {
           svg("text", { x: p.x + 12, y: p.y + 4 }, short(n.key)));
       }));
     const types = [...new Set(hood.nodes.map((n) => n.type))].sort();
+    const doc = params.get("source") ? await itemDocument(params.get("source")) : [];
     show(
       el("h1", {}, node.props?.title || node.key),
       el("p", { class: "meta" }, el("span", { class: "tag" }, node.type), " ", node.key, ` · ${node.ragChunks.length} chunks · first seen ${node.firstSeen.slice(0, 10)}, last ${node.lastSeen.slice(0, 10)}`),
-      el("nav", { class: "depth", "aria-label": "Depth" }, "Depth: ", [1, 2, 3].map((d) => d === depth ? el("strong", {}, String(d)) : el("a", { href: `#/node/${encodeURIComponent(node.key)}?depth=${d}` }, String(d)))),
+      doc,
+      el("nav", { class: "depth", "aria-label": "Depth" }, "Depth: ", [1, 2, 3].map((d) => d === depth ? el("strong", {}, String(d)) :
+        el("a", { href: `#/node/${encodeURIComponent(node.key)}?` + new URLSearchParams({ depth: String(d), source: params.get("source") || "" }) }, String(d)))),
       el("div", { class: "split" },
         el("figure", { class: "card" }, drawing, el("figcaption", {}, types.map((t) => el("span", { class: "legend" }, el("i", { class: "dot", "data-color": color(t) }), t)))),
         evidence),
@@ -230,6 +233,28 @@ async function nodeScreen({ parts, params }) {
     for (const dot of main.querySelectorAll("i.dot")) dot.style.background = dot.dataset.color;
   } catch (err) {
     show(problem(err));
+  }
+}
+
+// itemDocument is the source document of a search item (its URN): the
+// latest version's date, state, quarantine reason, text and metadata, and
+// every version.
+async function itemDocument(urn) {
+  try {
+    const versions = (await api("api/v1/documents?" + new URLSearchParams({ sourceUrn: urn }))).items;
+    if (!versions.length) return [];
+    const d = versions[0];
+    return el("section", { id: "item-document", class: "card", "aria-label": "Source document" },
+      el("h2", {}, "Source document"),
+      el("p", { class: "meta" }, el("span", { class: "tag" }, d.sourceType.toLowerCase()), ` ${d.externalId} · observed ${(d.observedAt || "").slice(0, 10)} · ${d.state}`),
+      d.error ? el("p", { class: "error" }, `${d.state === "QUARANTINED" ? "Quarantined" : "Failed"}: ${d.error.message}`) : [],
+      (d.normalized?.warnings || []).map((w) => el("p", { class: "warning" }, w)),
+      el("details", {}, el("summary", {}, "Text"), el("pre", { class: "body" }, d.normalized?.body || "")),
+      el("details", {}, el("summary", {}, "Metadata"), el("pre", {}, JSON.stringify(d.normalized?.metadata || {}, null, 2))),
+      el("p", { class: "versions" }, `${versions.length} version${versions.length > 1 ? "s" : ""}: `,
+        versions.map((v, i) => [i ? ", " : "", el("a", { href: "#/document/" + encodeURIComponent(v.id) }, `${v.version} (${(v.observedAt || v.updatedAt).slice(0, 10)}, ${v.state})`)])));
+  } catch (err) {
+    return problem(err);
   }
 }
 
