@@ -13,13 +13,45 @@ import (
 	"github.com/jervis-dev/jervis/qualifier/linksafety"
 )
 
+// ExecutorMonitor is what the executor's load monitor tells (its
+// executor.Monitor).
+type ExecutorMonitor interface {
+	Idle() bool
+	InFlight() int
+	IdleAfter() time.Duration
+	Requests() int64
+	Preemptions() int64
+}
+
+// ExecutorState is the executor's state as GET /admin/v1/stats reports it.
+type ExecutorState struct {
+	// Idle: no user request for IdleAfter, so READY_FOR_GPU tasks may run.
+	Idle        bool    `json:"idle"`
+	IdleAfterS  float64 `json:"idleAfterSeconds"`
+	UsersActive int     `json:"usersActive"` // user requests being answered now
+	Requests    int64   `json:"requests"`    // user requests seen since start
+	Preemptions int64   `json:"preemptions"` // runs a user request cancelled since start
+}
+
+// Stats is the pipeline's counts, and the executor's state when this
+// process runs it.
+type Stats struct {
+	store.Stats
+	Executor *ExecutorState `json:"executor,omitempty"`
+}
+
 func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
 	st, err := s.cfg.Store.Stats(r.Context())
 	if err != nil {
 		return nil, err
 	}
 	st.Backends = Backends(r.Context(), 2*time.Second, s.cfg.Checks)
-	return st, nil
+	out := Stats{Stats: st}
+	if m := s.cfg.Executor; m != nil {
+		out.Executor = &ExecutorState{Idle: m.Idle(), IdleAfterS: m.IdleAfter().Seconds(), UsersActive: m.InFlight(),
+			Requests: m.Requests(), Preemptions: m.Preemptions()}
+	}
+	return out, nil
 }
 
 func (s *Server) clients(r *http.Request, _ Principal) (any, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/jervis-dev/jervis/api"
+	"github.com/jervis-dev/jervis/executor"
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/integration"
 	"github.com/jervis-dev/jervis/internal/store"
@@ -125,7 +126,9 @@ func consoleServer(t *testing.T, prefix string) (base, clientKey, adminKey strin
 	if err := st.CreateAPIKey(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	s := api.New(api.Config{Store: st, KB: k, Graph: all.Graph, Chunks: all.Chunks, Logger: slog.New(slog.DiscardHandler), RateLimit: -1})
+	monitor := executor.NewMonitor(time.Minute)
+	s := api.New(api.Config{Store: st, KB: k, Graph: all.Graph, Chunks: all.Chunks, Logger: slog.New(slog.DiscardHandler), RateLimit: -1,
+		Tracker: monitor, Executor: monitor})
 	mux := http.NewServeMux()
 	s.Register(mux)
 	srv := httptest.NewServer(http.StripPrefix(strings.TrimSuffix(prefix, "/"), mux))
@@ -316,7 +319,8 @@ func TestConsoleInABrowser(t *testing.T) {
 			step(t, ctx, "sign in as admin", chromedp.Click("#logout", chromedp.ByQuery), chromedp.WaitVisible("#key", chromedp.ByQuery),
 				chromedp.SendKeys("#key", adminKey+"\r", chromedp.ByQuery),
 				chromedp.WaitVisible("#stats table", chromedp.ByQuery), chromedp.Text("#stats", &stats, chromedp.ByQuery), shot("6-pipeline"))
-			if !strings.Contains(stats, "Documents by state") || !strings.Contains(stats, "INDEXED") || !strings.Contains(stats, "QUARANTINED") {
+			if !strings.Contains(stats, "Documents by state") || !strings.Contains(stats, "INDEXED") || !strings.Contains(stats, "QUARANTINED") ||
+				!strings.Contains(stats, "yielding to users") {
 				t.Fatalf("pipeline: %s", stats)
 			}
 			step(t, ctx, "a dry-run reprocess", chromedp.Navigate(base+"#/operate"), chromedp.WaitReady("#client option", chromedp.ByQuery),

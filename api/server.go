@@ -45,6 +45,9 @@ type Config struct {
 	// client or admin route (not health, metrics, the OpenAPI document or
 	// the event stream): the executor yields to them.
 	Tracker interface{ RegisterRequestStart() (end func()) }
+	// Executor, when this process runs the executor, says whether it may
+	// run now (GET /admin/v1/stats).
+	Executor ExecutorMonitor
 	// BaseContext bounds background work (reprocess jobs): cancel it to
 	// stop them, then Wait. Default: never cancelled.
 	BaseContext context.Context

@@ -469,6 +469,9 @@ async function pipelineScreen() {
         countsTable("Tasks by state", s.tasks),
         countsTable("Failures by class", s.failures),
         countsTable("Oldest waiting", s.oldestWaiting),
+        s.executor ? countsTable("Executor", { state: s.executor.idle ? "idle: may run READY_FOR_GPU tasks" : "yielding to users",
+          "users being answered": s.executor.usersActive, "runs preempted": s.executor.preemptions, "idle after (s)": s.executor.idleAfterSeconds }) :
+          countsTable("Executor", { state: "not in this process" }),
         Object.entries(s.documentsBySource || {}).map(([src, c]) => countsTable(`${src.toLowerCase()} documents`, c)),
         Object.entries(s.tasksByKind || {}).map(([k, c]) => countsTable(`${k} tasks`, c)),
         el("table", {}, el("caption", {}, "Backends"), el("tbody", {}, (s.backends || []).map((b) => el("tr", {}, el("th", { scope: "row" }, `${b.role}: ${b.backend}`), el("td", {}, b.ok ? "ok" : b.error)))))));

@@ -185,7 +185,7 @@ func (a *app) serve(parent context.Context) error {
 		ac := api.Config{Store: waking, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, Redactor: a.redactor, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
 			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log, Checks: checks}
 		if monitor != nil { // the executor yields to this API's users
-			ac.Tracker = monitor
+			ac.Tracker, ac.Executor = monitor, monitor
 		}
 		apiServer := api.New(ac)
 		apiServer.Register(mux)
