@@ -297,8 +297,10 @@ func TestConsoleInABrowser(t *testing.T) {
 				t.Fatalf("ingest: %d %v", code, body)
 			}
 			var reason string
+			quarantinedRow := `[...document.querySelectorAll("#documents tbody tr")].find(r => r.textContent.includes("QUARANTINED") && r.textContent.includes("empty-` + size.name + `"))`
 			step(t, ctx, "a quarantined document's reason", chromedp.Navigate(base+"#/documents?state=QUARANTINED"),
-				chromedp.WaitVisible("#documents td.reason", chromedp.ByQuery), chromedp.Click("#documents tbody a", chromedp.ByQuery),
+				chromedp.Poll(quarantinedRow+` !== undefined`, nil, chromedp.WithPollingTimeout(15*time.Second)),
+				chromedp.Evaluate(quarantinedRow+`.querySelector("a").click()`, nil),
 				chromedp.WaitVisible("#quarantine-reason", chromedp.ByQuery), chromedp.Text("#quarantine-reason", &reason, chromedp.ByQuery), shot("5-quarantined"))
 			if !strings.HasPrefix(reason, "Quarantined: ") || len(reason) < 20 {
 				t.Fatalf("reason: %q", reason)
@@ -330,10 +332,12 @@ func TestConsoleInABrowser(t *testing.T) {
 				t.Fatalf("dry run: %q", result)
 			}
 			// Retry the quarantined document: a reprocess of it alone.
-			step(t, ctx, "retry a document", chromedp.Navigate(base+"#/operate"), chromedp.WaitReady("#client option", chromedp.ByQuery),
+			step(t, ctx, "retry a document", chromedp.Navigate(base+"#/pipeline"), chromedp.Navigate(base+"#/operate"), chromedp.WaitReady("#client option", chromedp.ByQuery),
 				chromedp.SendKeys("#documents", quarantinedID, chromedp.ByQuery), chromedp.Click("#dry", chromedp.ByQuery),
 				chromedp.Click("#main form button[type=submit]", chromedp.ByQuery),
-				chromedp.WaitVisible("#job-result", chromedp.ByQuery), chromedp.Text("#job-result", &result, chromedp.ByQuery))
+				chromedp.Poll(`document.getElementById("job-result") !== null && !document.getElementById("job-result").textContent.startsWith("Would")`, nil,
+					chromedp.WithPollingTimeout(15*time.Second)),
+				chromedp.Text("#job-result", &result, chromedp.ByQuery))
 			if !strings.HasPrefix(result, "Replayed 1 documents") {
 				t.Fatalf("retry: %q", result)
 			}

@@ -493,6 +493,7 @@ async function operateScreen() {
   const dry = el("input", { id: "dry", type: "checkbox", checked: true });
   const form = el("form", { class: "card narrow", onsubmit: async (ev) => {
     ev.preventDefault();
+    out.replaceChildren(el("p", { class: "hint" }, "Starting…"));
     const body = { client: client.value, dryRun: dry.checked };
     if (source.value) body.sourceType = source.value;
     const ids = docs.value.split(/[\s,]+/).filter(Boolean);
