@@ -259,6 +259,26 @@ func (s *Server) taskAction(to store.TaskState) handlerFunc {
 // pollNow asks for a poll of a connection as soon as it is free (requests
 // coalesce); the poll's outcome shows in the connection's events and in
 // /admin/v1/stats.
+// Connection is a configured connection as GET /admin/v1/connections
+// lists it: what it is, never its settings.
+type Connection struct {
+	ID       string `json:"id"`
+	Client   string `json:"client"`
+	Type     string `json:"type"`
+	Schedule string `json:"schedule,omitempty"`
+	// Pollable: this process runs the pollers, so POST …/poll works here.
+	Pollable bool `json:"pollable"`
+}
+
+func (s *Server) connections(r *http.Request, _ Principal) (any, error) {
+	out := make([]Connection, len(s.cfg.Connections))
+	for i, c := range s.cfg.Connections {
+		c.Pollable = s.cfg.PollNow != nil
+		out[i] = c
+	}
+	return items(out), nil
+}
+
 func (s *Server) pollNow(r *http.Request, _ Principal) (any, error) {
 	if s.cfg.PollNow == nil {
 		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "this process runs no pollers: ask the one with role pollers"}

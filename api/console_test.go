@@ -26,6 +26,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/integration"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
+	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/importer"
 	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/qualifier"
@@ -90,7 +91,7 @@ func TestConsoleSecurity(t *testing.T) {
 
 // consoleServer serves the API and the console over the demo corpus
 // (imported and qualified), behind a path prefix as a proxy would.
-func consoleServer(t *testing.T, prefix string) (base, clientKey, adminKey string) {
+func consoleServer(t *testing.T, prefix string) (base, clientKey, adminKey string, polled func() []string) {
 	t.Helper()
 	ctx := context.Background()
 	all := embeddedtest.Open(t, "")
@@ -127,13 +128,25 @@ func consoleServer(t *testing.T, prefix string) (base, clientKey, adminKey strin
 		t.Fatal(err)
 	}
 	monitor := executor.NewMonitor(time.Minute)
+	var mu sync.Mutex
+	var polls []string
+	pollNow := func(id string) error { // as pollers.Scheduler.PollNow answers
+		if id != "demo-mail" {
+			return pollers.ErrUnknownConnection
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		polls = append(polls, id)
+		return nil
+	}
 	s := api.New(api.Config{Store: st, KB: k, Graph: all.Graph, Chunks: all.Chunks, Logger: slog.New(slog.DiscardHandler), RateLimit: -1,
-		Tracker: monitor, Executor: monitor})
+		Tracker: monitor, Executor: monitor, PollNow: pollNow,
+		Connections: []api.Connection{{ID: "demo-mail", Client: importer.DemoClient, Type: "imap", Schedule: "@every 2m"}}})
 	mux := http.NewServeMux()
 	s.Register(mux)
 	srv := httptest.NewServer(http.StripPrefix(strings.TrimSuffix(prefix, "/"), mux))
 	t.Cleanup(srv.Close)
-	return srv.URL + prefix, secret, admin
+	return srv.URL + prefix, secret, admin, func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(polls) }
 }
 
 // browser starts a headless Chromium (Debian's chromium; .ci/run installs
@@ -199,7 +212,7 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 // screen at desktop and phone width into DIR (docs/console).
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
-	base, clientKey, adminKey := consoleServer(t, "/jervis/")
+	base, clientKey, adminKey, polled := consoleServer(t, "/jervis/")
 	shots := os.Getenv("JERVIS_CONSOLE_SCREENSHOTS")
 	for _, size := range []struct {
 		name          string
@@ -325,11 +338,25 @@ func TestConsoleInABrowser(t *testing.T) {
 				!strings.Contains(stats, "yielding to users") {
 				t.Fatalf("pipeline: %s", stats)
 			}
+			// Live: a document arriving moves the pipeline's event counter.
+			code, body = call(t, "POST", strings.TrimSuffix(base, "/")+"/api/v1/ingest", clientKey, `{"name":"pipeline-`+size.name+`.md","content":"# Seen by the pipeline\n\nA note."}`)
+			if code != http.StatusAccepted {
+				t.Fatalf("ingest: %d %v", code, body)
+			}
+			step(t, ctx, "the pipeline's events live", chromedp.Poll(`document.getElementById("pipeline-events").textContent !== "0"`, nil,
+				chromedp.WithPollingTimeout(15*time.Second)))
 			step(t, ctx, "a dry-run reprocess", chromedp.Navigate(base+"#/operate"), chromedp.WaitReady("#client option", chromedp.ByQuery),
 				chromedp.SetValue("#client", importer.DemoClient, chromedp.ByQuery), chromedp.Click("#main form button[type=submit]", chromedp.ByQuery),
 				chromedp.WaitVisible("#job-result", chromedp.ByQuery), chromedp.Text("#job-result", &result, chromedp.ByQuery), shot("7-reprocess"))
 			if !strings.HasPrefix(result, "Would replay ") || strings.HasPrefix(result, "Would replay 0 ") {
 				t.Fatalf("dry run: %q", result)
+			}
+			// Poll a connection now.
+			var pollResult string
+			step(t, ctx, "poll a connection now", chromedp.Click("#main section[aria-label=Connections] button", chromedp.ByQuery),
+				chromedp.WaitVisible("#poll-result p", chromedp.ByQuery), chromedp.Text("#poll-result", &pollResult, chromedp.ByQuery))
+			if pollResult != "demo-mail: poll requested" || !slices.Contains(polled(), "demo-mail") {
+				t.Fatalf("poll now: %q, polled %v", pollResult, polled())
 			}
 			// Retry the quarantined document: a reprocess of it alone.
 			step(t, ctx, "retry a document", chromedp.Navigate(base+"#/pipeline"), chromedp.Navigate(base+"#/operate"), chromedp.WaitReady("#client option", chromedp.ByQuery),

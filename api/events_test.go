@@ -106,6 +106,24 @@ func TestEventStreamIsTheClientsAndResumes(t *testing.T) {
 	if e, ok := next(t, fromNow); !ok || e.Seq <= live.Seq || e.Client != "acme" {
 		t.Fatalf("from now: %+v %v", e, ok)
 	}
+	// The admin stream carries every client's events; a client key is
+	// refused.
+	all := sse(t, f.url+"/admin/v1/events?after=now", f.admin, "")
+	for _, c := range []string{"globex", "acme"} {
+		if _, _, err := f.st.PutDocument(t.Context(), store.Document{Client: c, SourceType: store.SourceFile, ExternalID: "admin-" + c, Raw: []byte("admin " + c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for e, ok := next(t, all); ok; e, ok = next(t, all) {
+		seen[e.Client] = true
+	}
+	if !seen["acme"] || !seen["globex"] {
+		t.Fatalf("the admin stream saw %v", seen)
+	}
+	if code, _ := call(t, "GET", f.url+"/admin/v1/events", f.acme.key, ""); code != http.StatusForbidden {
+		t.Fatalf("a client key on the admin stream: %d", code)
+	}
 	if code, body := call(t, "GET", f.url+"/api/v1/events?after=x", f.acme.key, ""); code != http.StatusBadRequest {
 		t.Fatalf("bad resume id: %d %v", code, body)
 	}

@@ -205,6 +205,8 @@ func TestOpenAPIMatchesRealResponses(t *testing.T) {
 		{"POST", "/admin/v1/tasks/" + f.acme.task + "/retry", "/admin/v1/tasks/{id}/retry", f.admin, `{"client":"acme"}`, 200},
 		{"POST", "/admin/v1/reprocess", "/admin/v1/reprocess", f.admin, `{"client":"acme","dryRun":true}`, 202},
 		{"GET", "/admin/v1/jobs", "/admin/v1/jobs", f.admin, "", 200},
+		{"GET", "/admin/v1/connections", "/admin/v1/connections", f.admin, "", 200},
+		{"GET", "/admin/v1/connections", "/admin/v1/connections", f.acme.key, "", 403},
 		{"POST", "/admin/v1/connections/mail/poll", "/admin/v1/connections/{id}/poll", f.admin, "", 409},
 	} {
 		req, _ := http.NewRequest(tc.method, f.url+tc.path, strings.NewReader(tc.body))

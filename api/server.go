@@ -38,6 +38,9 @@ type Config struct {
 	// PollNow asks the pollers of this process for a poll of a connection
 	// (pollers.Scheduler.PollNow); nil when this process runs no pollers.
 	PollNow func(connection string) error
+	// Connections are the configured connections (no settings, no
+	// secrets), listed by GET /admin/v1/connections.
+	Connections []Connection
 	// Checks are the process's backends (as /readyz checks them), reported
 	// by GET /admin/v1/stats.
 	Checks []Check
@@ -130,6 +133,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	client("GET /api/v1/documents/{id}", s.document)
 	client("GET /api/v1/documents/{id}/similar", s.similar)
 	clientLimit("GET /api/v1/events", http.HandlerFunc(s.events))
+	// Every client's events, for an operator (the console's pipeline).
+	route("GET /admin/v1/events", s.cors(s.authenticate(store.RoleAdmin, http.HandlerFunc(s.events))))
 	client("GET /api/v1/tasks", s.tasks)
 	client("GET /api/v1/tasks/{id}", s.task)
 
@@ -140,6 +145,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	admin("POST /admin/v1/tasks/{id}/retry", s.taskAction(store.TaskNew))
 	admin("POST /admin/v1/tasks/{id}/cancel", s.taskAction(store.TaskCancelled))
 	admin("POST /admin/v1/reprocess", s.reprocess)
+	admin("GET /admin/v1/connections", s.connections)
 	admin("POST /admin/v1/connections/{id}/poll", s.pollNow)
 	admin("GET /admin/v1/jobs", s.jobList)
 	admin("GET /admin/v1/jobs/{id}", s.job)

@@ -263,12 +263,14 @@ async function itemDocument(urn) {
 let stream = null;
 function stopStream() { if (stream) { stream.abort(); stream = null; } }
 
-// events reads the client's event stream (Server-Sent Events over fetch,
-// which can carry the key as a header) and calls on(type, data) for each.
+// events reads the event stream — the client's, or with the admin key
+// every client's — (Server-Sent Events over fetch, which can carry the key
+// as a header) and calls on(type, data, id) for each.
 async function events(on, after) {
   stopStream();
   stream = new AbortController();
-  const res = await fetch(url("api/v1/events" + (after ? "?after=" + after : "")), { headers: { Authorization: "Bearer " + sessionStorage.getItem(KEY) }, signal: stream.signal });
+  const path = sessionStorage.getItem(ROLE) === "admin" ? "admin/v1/events" : "api/v1/events";
+  const res = await fetch(url(path + (after ? "?after=" + after : "")), { headers: { Authorization: "Bearer " + sessionStorage.getItem(KEY) }, signal: stream.signal });
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
   for (;;) {
@@ -454,32 +456,41 @@ async function clientDetail(client) {
 
 function countsTable(caption, counts) {
   return el("table", {}, el("caption", {}, caption),
-    el("tbody", {}, Object.entries(counts || {}).sort().map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k), el("td", { class: "num" }, String(v))))));
+    el("tbody", {}, Object.entries(counts || {}).sort().map(([k, v]) => el("tr", {}, el("th", { scope: "row" }, k),
+      el("td", { class: typeof v === "number" ? "num" : undefined }, String(v))))));
 }
 
 async function pipelineScreen() {
   const box = el("section", { id: "stats", "aria-label": "Pipeline" });
-  show(el("h1", {}, "Pipeline"), el("p", { class: "hint" }, "Refreshed every 2 seconds."), box);
+  const counter = el("output", { id: "pipeline-events" }, "0");
+  show(el("h1", {}, "Pipeline"), el("p", { class: "hint" }, "Live: every client's pipeline events seen: ", counter, " (and a refresh every 10 s)."), box);
+  let seen = 0, pending = null, timer = null;
   const load = async () => {
     if (!box.isConnected) return;
+    clearTimeout(timer);
     try {
       const s = await api("admin/v1/stats");
       box.replaceChildren(el("div", { class: "grid" },
         countsTable("Documents by state", s.documents),
         countsTable("Tasks by state", s.tasks),
         countsTable("Failures by class", s.failures),
-        countsTable("Oldest waiting", s.oldestWaiting),
+        countsTable("Oldest waiting", Object.fromEntries(Object.entries(s.oldestWaiting || {}).map(([k, v]) => [k.replace(".", " "), v.slice(0, 19).replace("T", " ")]))),
         s.executor ? countsTable("Executor", { state: s.executor.idle ? "idle: may run READY_FOR_GPU tasks" : "yielding to users",
           "users being answered": s.executor.usersActive, "runs preempted": s.executor.preemptions, "idle after (s)": s.executor.idleAfterSeconds }) :
           countsTable("Executor", { state: "not in this process" }),
         Object.entries(s.documentsBySource || {}).map(([src, c]) => countsTable(`${src.toLowerCase()} documents`, c)),
         Object.entries(s.tasksByKind || {}).map(([k, c]) => countsTable(`${k} tasks`, c)),
         el("table", {}, el("caption", {}, "Backends"), el("tbody", {}, (s.backends || []).map((b) => el("tr", {}, el("th", { scope: "row" }, `${b.role}: ${b.backend}`), el("td", {}, b.ok ? "ok" : b.error)))))));
-      setTimeout(load, 2000);
+      timer = setTimeout(load, 10000);
     } catch (err) {
       box.replaceChildren(problem(err));
     }
   };
+  events(() => {
+    counter.textContent = String(++seen);
+    clearTimeout(pending);
+    pending = setTimeout(load, 300);
+  }, "now").catch(() => {});
   await load();
 }
 
@@ -527,7 +538,20 @@ async function operateScreen() {
   el("p", { id: "documents-help", class: "hint" }, "Document IDs, to retry some (a quarantined one goes back to the indexers); empty: all of the selection."),
   el("label", { class: "check", for: "dry" }, dry, " Dry run first: count what would be replayed"),
   el("button", { type: "submit" }, "Start"));
-  show(form, out);
+  // Connections: poll one now.
+  const polled = el("div", { id: "poll-result", "aria-live": "polite" });
+  let conns = [];
+  try { conns = (await api("admin/v1/connections")).items; } catch (err) { polled.append(problem(err)); }
+  const connections = el("section", { class: "card narrow", "aria-label": "Connections" }, el("h2", {}, "Connections"),
+    conns.length ? el("table", {}, el("tbody", {}, conns.map((c) => el("tr", {},
+      el("th", { scope: "row" }, c.id), el("td", {}, `${c.type} → ${c.client}`), el("td", {}, c.schedule || ""),
+      el("td", {}, c.pollable ? el("button", { type: "button", class: "link", onclick: async () => {
+        try {
+          const r = await api(`admin/v1/connections/${encodeURIComponent(c.id)}/poll`, { method: "POST" });
+          polled.replaceChildren(el("p", {}, `${r.connection}: ${r.status}`));
+        } catch (err) { polled.replaceChildren(problem(err)); }
+      } }, "Poll now") : "polled by another process"))))) : el("p", { class: "hint" }, "No connection is configured."), polled);
+  show(form, out, connections);
 }
 
 // ---- the router

@@ -183,7 +183,7 @@ func (a *app) serve(parent context.Context) error {
 			rate = -1 // no limit
 		}
 		ac := api.Config{Store: waking, KB: k.KB, Graph: k.Graph, Chunks: k.Chunks, Redactor: a.redactor, MaxBodyBytes: int64(a.cfg.API.MaxBodyBytes),
-			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Metrics: m.Handler(), BaseContext: ctx, Logger: log, Checks: checks}
+			RateLimit: rate, RateBurst: a.cfg.API.RateBurst, CORSOrigins: a.cfg.API.CORSOrigins, PollNow: pollNow, Connections: connectionInfo(a.cfg.Connections), Metrics: m.Handler(), BaseContext: ctx, Logger: log, Checks: checks}
 		if monitor != nil { // the executor yields to this API's users
 			ac.Tracker, ac.Executor = monitor, monitor
 		}
@@ -342,4 +342,14 @@ func (a *app) scheduler(st pollers.Store, observe func(string, string, pollers.P
 		a.log.Info("no connections configured; the pollers role has nothing to poll (see connections in deploy/jervis.example.yaml)")
 	}
 	return pollers.NewScheduler(pollers.Config{Store: st, Logger: a.log, Observe: observe, Redact: a.redactor.Text}, conns...)
+}
+
+// connectionInfo is what the API lists of the configured connections:
+// never their settings, which may name secrets.
+func connectionInfo(cs []config.Connection) []api.Connection {
+	out := make([]api.Connection, len(cs))
+	for i, c := range cs {
+		out[i] = api.Connection{ID: c.ID, Client: c.Client, Type: c.Type, Schedule: c.Schedule}
+	}
+	return out
 }
