@@ -263,7 +263,8 @@ func TestConsoleInABrowser(t *testing.T) {
 			var results string
 			step(t, ctx, "search", chromedp.SendKeys("#q", "battery range\r", chromedp.ByQuery),
 				chromedp.WaitVisible("#results mark", chromedp.ByQuery), chromedp.Text("#results", &results, chromedp.ByQuery), shot("2-search"))
-			if !strings.Contains(strings.ToLower(results), "battery") || !strings.Contains(results, "items in") {
+			if !strings.Contains(strings.ToLower(results), "battery") || !strings.Contains(results, "items in") || !strings.Contains(results, "· 2026-") ||
+				!strings.Contains(results, "the source document") {
 				t.Fatalf("results: %s", results)
 			}
 

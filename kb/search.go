@@ -82,6 +82,8 @@ type Item struct {
 	// passages and items (an item's best passage)
 	ChunkID   string `json:"chunkId,omitempty"`
 	SourceURN string `json:"sourceUrn,omitempty"`
+	// Date is when the item (or passage's source) was observed.
+	Date *time.Time `json:"date,omitempty"`
 	// items
 	Title    string    `json:"title,omitempty"`
 	Passages []Passage `json:"passages,omitempty"`
@@ -186,7 +188,7 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 	} else {
 		for _, h := range hits {
 			pack.Items = append(pack.Items, Item{Kind: ItemPassage, Score: h.Score, Content: h.Chunk.Text, NodeKeys: h.Chunk.GraphRefs,
-				ChunkID: h.Chunk.ID, SourceURN: h.Chunk.SourceURN})
+				ChunkID: h.Chunk.ID, SourceURN: h.Chunk.SourceURN, Date: dateOf(h.Chunk)})
 		}
 	}
 	// Chunks keep the refs they were written with: one that has become an
@@ -257,7 +259,7 @@ func rankItems(hits []rag.Hit, limit int) []Item {
 			i = len(items)
 			byURN[h.Chunk.SourceURN] = i
 			items = append(items, Item{Kind: ItemSource, Score: h.Score, Content: h.Chunk.Text, ChunkID: h.Chunk.ID,
-				SourceURN: h.Chunk.SourceURN, Title: h.Chunk.Title})
+				SourceURN: h.Chunk.SourceURN, Title: h.Chunk.Title, Date: dateOf(h.Chunk)})
 		}
 		it := &items[i]
 		if len(it.Passages) < ItemPassages {
@@ -376,4 +378,13 @@ func (k *KB) Related(ctx context.Context, client, key string, depth, limit int) 
 		return nil, err
 	}
 	return k.relations(ctx, client, hood.Edges)
+}
+
+// dateOf is when a chunk's source was observed (nil when unknown).
+func dateOf(c rag.Chunk) *time.Time {
+	if c.Timestamp.IsZero() {
+		return nil
+	}
+	t := c.Timestamp.UTC()
+	return &t
 }

@@ -137,7 +137,9 @@ async function searchScreen({ params }) {
         const node = (it.nodeKeys || [])[0];
         return el("li", { class: "item" },
           el("h2", {}, node ? el("a", { href: "#/node/" + encodeURIComponent(node) + "?" + new URLSearchParams({ source: it.sourceUrn || "" }) }, it.title || it.sourceUrn) : (it.title || it.sourceUrn)),
-          el("p", { class: "meta" }, el("span", { class: "tag" }, source.toLowerCase()), " ", external, " · score ", it.score.toFixed(3)),
+          el("p", { class: "meta" }, el("span", { class: "tag" }, source.toLowerCase()), " ", external,
+            it.date ? el("time", { datetime: it.date }, " · " + it.date.slice(0, 10)) : "", " · score ", it.score.toFixed(3),
+            node ? [" · ", el("a", { href: "#/node/" + encodeURIComponent(node) + "?" + new URLSearchParams({ source: it.sourceUrn || "" }) }, "the source document")] : ""),
           (it.passages || [{ text: it.content }]).map((p) => el("blockquote", { class: "passage" }, highlight(p.text, terms))));
       })));
   } catch (err) {
