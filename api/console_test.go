@@ -268,6 +268,13 @@ func TestConsoleInABrowser(t *testing.T) {
 				t.Fatalf("results: %s", results)
 			}
 
+			// Contrast (WCAG 2): every text element on the results page
+			// against the background it is drawn on, at least 4.5:1.
+			var low []string
+			step(t, ctx, "contrast", chromedp.Evaluate(contrastCheck, &low))
+			if len(low) > 0 {
+				t.Fatalf("text below 4.5:1 contrast: %v", low)
+			}
 			var nodes int
 			var itemDoc string
 			step(t, ctx, "open an item, its document and its graph", chromedp.Click("#results .item h2 a", chromedp.ByQuery),
@@ -402,3 +409,20 @@ func TestConsoleInABrowser(t *testing.T) {
 		})
 	}
 }
+
+// contrastCheck lists the text elements of the page whose colour against
+// their background (the nearest ancestor's opaque one) is below 4.5:1.
+const contrastCheck = `(() => {
+  const rgb = (c) => (c.match(/[\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const bg = (e) => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c.length === 3 || c[3] > 0) return c.slice(0, 3); } return [255, 255, 255]; };
+  const low = [];
+  for (const e of document.querySelectorAll("body *")) {
+    if (![...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()) || !e.getClientRects().length || e.closest("svg")) continue;
+    const a = lum(rgb(getComputedStyle(e).color).slice(0, 3)), b = lum(bg(e));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) low.push(e.tagName + "." + e.className + " " + ratio.toFixed(2));
+  }
+  return low;
+})()`
