@@ -476,8 +476,19 @@ func (k *KB) ApplyIdentities(ctx context.Context, client string, st store.Identi
 			res.Unaliased = append(res.Unaliased, a.Alias)
 		}
 	}
-	if err := st.ReplaceAliases(ctx, client, res.Aliases); err != nil {
-		return res, fmt.Errorf("record aliases: %w", err)
+	// Unchanged aliases are not written again (a pass runs after every
+	// burst of documents).
+	var resolved []store.Alias
+	for _, a := range before {
+		if a.Stage != "" {
+			resolved = append(resolved, a)
+		}
+	}
+	want := slices.SortedFunc(slices.Values(res.Aliases), func(a, b store.Alias) int { return strings.Compare(a.Alias, b.Alias) })
+	if fmt.Sprint(resolved) != fmt.Sprint(want) {
+		if err := st.ReplaceAliases(ctx, client, res.Aliases); err != nil {
+			return res, fmt.Errorf("record aliases: %w", err)
+		}
 	}
 	for _, a := range res.Unaliased {
 		k.resolver.learn(client, a, "")

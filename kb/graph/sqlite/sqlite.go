@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -652,6 +653,15 @@ func (g *clientGraph) MergeNode(ctx context.Context, alias, canonical string) (g
 	var m graph.Merged
 	if alias == canonical || alias == "" || canonical == "" {
 		return m, fmt.Errorf("%w: merge %q into %q: two different keys are needed", graph.ErrInvalid, alias, canonical)
+	}
+	// Most calls find nothing to merge (a pass repeats every alias): a read
+	// says so without a write transaction.
+	var one int
+	switch err := g.db.QueryRow(ctx, `SELECT 1 FROM nodes WHERE client = ? AND key = ?`, g.client, alias).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return m, nil
+	case err != nil:
+		return m, g.db.Explain("merge node", err)
 	}
 	var moved [][2]graph.Edge // old, new (new.From == "" when dropped)
 	err := g.write(ctx, "merge node", func(tx sqlitedb.Tx) error {
