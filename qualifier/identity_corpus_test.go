@@ -97,9 +97,6 @@ func corpusDir(t *testing.T) string {
 // and every checked merge is made.
 func TestIdentitiesOnTheDevCorpora(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("imports 10,000 real documents")
-	}
 	dir := corpusDir(t)
 	var paths []string
 	for _, f := range []string{"jira-timob-20000-28999.tar.gz", "titanium-cli.bundle", "openbmc-3000.mbox.gz"} {

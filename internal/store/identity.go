@@ -1,7 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
 	"time"
 )
 
@@ -88,4 +91,32 @@ type Identities interface {
 	ListAliases(ctx context.Context, client string) ([]Alias, error)
 	// IdentityVersion changes whenever client's facts or decisions do.
 	IdentityVersion(ctx context.Context, client string) (string, error)
+}
+
+// PrepareFacts validates what source says and returns it as backends store
+// it: each fact stamped with source, seen to the microsecond, in key order
+// (source, ref, kind, value), one per key.
+func PrepareFacts(source string, facts []IdentityFact) ([]IdentityFact, error) {
+	out := make([]IdentityFact, 0, len(facts))
+	for _, f := range facts {
+		if f.Ref == "" || f.Kind == "" || f.Value == "" {
+			return nil, fmt.Errorf("%w: identity fact of %s: ref, kind and value are required", ErrInvalid, source)
+		}
+		f.Source, f.Seen = source, f.Seen.UTC().Truncate(time.Microsecond)
+		out = append(out, f)
+	}
+	slices.SortFunc(out, CompareFacts)
+	return slices.CompactFunc(out, func(a, b IdentityFact) bool { return CompareFacts(a, b) == 0 }), nil
+}
+
+// CompareFacts orders facts by their key: source, ref, kind, value.
+func CompareFacts(a, b IdentityFact) int {
+	return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Value, b.Value))
+}
+
+// SameFacts reports whether two prepared lists say the same.
+func SameFacts(a, b []IdentityFact) bool {
+	return slices.EqualFunc(a, b, func(x, y IdentityFact) bool {
+		return CompareFacts(x, y) == 0 && x.Evidence == y.Evidence && x.Seen.Equal(y.Seen)
+	})
 }

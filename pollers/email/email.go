@@ -458,11 +458,10 @@ func Address(s string) string {
 	if a, err := mail.ParseAddress(s); err == nil {
 		return strings.ToLower(a.Address)
 	}
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndex(s, "<"); i >= 0 && strings.HasSuffix(s, ">") {
-		s = s[i+1 : len(s)-1]
+	if _, addr := pollers.SplitAddress(s); addr != "" {
+		return addr
 	}
-	return strings.ToLower(strings.Trim(s, "<>"))
+	return strings.ToLower(strings.Trim(strings.TrimSpace(s), "<>"))
 }
 
 // headerSize returns the length of the header block (up to the first empty

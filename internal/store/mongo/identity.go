@@ -31,10 +31,6 @@ func (r factRecord) fact() store.IdentityFact {
 	return store.IdentityFact{Ref: r.Ref, Kind: r.Kind, Value: r.Value, Source: r.Source, Evidence: r.Evidence, Seen: fromMicros(r.Seen)}
 }
 
-func compareFacts(a, b store.IdentityFact) int {
-	return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Value, b.Value))
-}
-
 // identityVersion is the counters document moved by every change of a
 // client's facts or decisions.
 func identityVersion(client string) string { return "identity\x00" + client }
@@ -57,7 +53,7 @@ func (s *Store) findFacts(ctx context.Context, filter bson.M) ([]store.IdentityF
 	for i, r := range recs {
 		out[i] = r.fact()
 	}
-	slices.SortFunc(out, compareFacts)
+	slices.SortFunc(out, store.CompareFacts)
 	return out, nil
 }
 
@@ -68,23 +64,15 @@ func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, fac
 	if client == "" || source == "" {
 		return fmt.Errorf("%w: identity facts: client and source are required", store.ErrInvalid)
 	}
-	var want []store.IdentityFact
-	for _, f := range facts {
-		if f.Ref == "" || f.Kind == "" || f.Value == "" {
-			return fmt.Errorf("%w: identity fact of %s: ref, kind and value are required", store.ErrInvalid, source)
-		}
-		f.Source, f.Seen = source, f.Seen.UTC().Truncate(time.Microsecond)
-		want = append(want, f)
+	want, err := store.PrepareFacts(source, facts)
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(want, compareFacts)
-	want = slices.CompactFunc(want, func(a, b store.IdentityFact) bool { return compareFacts(a, b) == 0 })
 	had, err := s.findFacts(ctx, bson.M{"client": client, "source": source})
 	if err != nil {
 		return err
 	}
-	if slices.EqualFunc(had, want, func(a, b store.IdentityFact) bool {
-		return compareFacts(a, b) == 0 && a.Evidence == b.Evidence && a.Seen.Equal(b.Seen)
-	}) {
+	if store.SameFacts(had, want) {
 		return nil
 	}
 	ids := make([]string, 0, len(want))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -25,17 +24,15 @@ func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, fac
 	if client == "" || source == "" {
 		return fmt.Errorf("%w: identity facts: client and source are required", store.ErrInvalid)
 	}
-	for _, f := range facts {
-		if f.Ref == "" || f.Kind == "" || f.Value == "" {
-			return fmt.Errorf("%w: identity fact of %s: ref, kind and value are required", store.ErrInvalid, source)
-		}
+	want, err := store.PrepareFacts(source, facts)
+	if err != nil {
+		return err
 	}
-	want := sortedFacts(facts, source)
 	had, err := s.factsWhere(ctx, `client = ? AND source = ?`, client, source)
 	if err != nil {
 		return err
 	}
-	if slices.EqualFunc(had, want, sameFact) {
+	if store.SameFacts(had, want) {
 		return nil
 	}
 	now := sqlitedb.Micros(time.Now())
@@ -52,25 +49,6 @@ func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, fac
 		}
 		return bumpIdentity(ctx, tx, client)
 	})
-}
-
-// sortedFacts returns facts of source in key order, one per key.
-func sortedFacts(facts []store.IdentityFact, source string) []store.IdentityFact {
-	out := make([]store.IdentityFact, len(facts))
-	for i, f := range facts {
-		f.Source, f.Seen = source, f.Seen.UTC().Truncate(time.Microsecond)
-		out[i] = f
-	}
-	slices.SortFunc(out, compareFacts)
-	return slices.CompactFunc(out, func(a, b store.IdentityFact) bool { return compareFacts(a, b) == 0 })
-}
-
-func compareFacts(a, b store.IdentityFact) int {
-	return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Value, b.Value))
-}
-
-func sameFact(a, b store.IdentityFact) bool {
-	return compareFacts(a, b) == 0 && a.Evidence == b.Evidence && a.Seen.Equal(b.Seen)
 }
 
 func (s *Store) factsWhere(ctx context.Context, where string, args ...any) ([]store.IdentityFact, error) {

@@ -167,6 +167,16 @@ func (g *clientGraph) UpsertNodes(ctx context.Context, nodes ...graph.Node) erro
 	})
 }
 
+// upsertEdge creates an edge or merges into the one of its key: props
+// overlaid, the higher confidence (with its origin) kept, first and last
+// seen widened. Evidence rows are written apart.
+const upsertEdge = `INSERT INTO edges (client, key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (client, key) DO UPDATE SET props = json_patch(edges.props, excluded.props),
+		origin = CASE WHEN excluded.confidence > edges.confidence THEN excluded.origin ELSE edges.origin END,
+		confidence = max(edges.confidence, excluded.confidence),
+		first_seen = min(edges.first_seen, excluded.first_seen), last_seen = max(edges.last_seen, excluded.last_seen)`
+
 // UpsertEdges implements graph.Graph.
 func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) error {
 	for _, e := range edges {
@@ -192,13 +202,7 @@ func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) erro
 				return fmt.Errorf("%w: edge %s props: %v", graph.ErrInvalid, e.Key(), err)
 			}
 			key := e.Key()
-			if _, err := tx.ExecContext(ctx, `INSERT INTO edges (client, key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (client, key) DO UPDATE SET props = json_patch(edges.props, excluded.props),
-					origin = CASE WHEN excluded.confidence > edges.confidence THEN excluded.origin ELSE edges.origin END,
-					confidence = max(edges.confidence, excluded.confidence),
-					first_seen = min(edges.first_seen, excluded.first_seen), last_seen = max(edges.last_seen, excluded.last_seen)`,
-				g.client, key, e.Type, e.From, e.To, props, e.Confidence, e.Origin, seen(e.FirstSeen, now), seen(e.LastSeen, now)); err != nil {
+			if _, err := tx.ExecContext(ctx, upsertEdge, g.client, key, e.Type, e.From, e.To, props, e.Confidence, e.Origin, seen(e.FirstSeen, now), seen(e.LastSeen, now)); err != nil {
 				return err
 			}
 			for _, c := range e.EvidenceChunkIDs {
@@ -706,13 +710,8 @@ func (g *clientGraph) MergeNode(ctx context.Context, alias, canonical string) (g
 				if err != nil {
 					return err
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO edges (client, key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-					ON CONFLICT (client, key) DO UPDATE SET props = json_patch(edges.props, excluded.props),
-						origin = CASE WHEN excluded.confidence > edges.confidence THEN excluded.origin ELSE edges.origin END,
-						confidence = max(edges.confidence, excluded.confidence),
-						first_seen = min(edges.first_seen, excluded.first_seen), last_seen = max(edges.last_seen, excluded.last_seen)`,
-					g.client, ne.Key(), ne.Type, ne.From, ne.To, props, ne.Confidence, ne.Origin, sqlitedb.Micros(ne.FirstSeen), sqlitedb.Micros(ne.LastSeen)); err != nil {
+				if _, err := tx.ExecContext(ctx, upsertEdge, g.client, ne.Key(), ne.Type, ne.From, ne.To, props, ne.Confidence, ne.Origin,
+					sqlitedb.Micros(ne.FirstSeen), sqlitedb.Micros(ne.LastSeen)); err != nil {
 					return err
 				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO edge_evidence (client, edge_key, chunk_id) SELECT client, ?, chunk_id FROM edge_evidence
