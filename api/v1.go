@@ -29,6 +29,10 @@ type SearchRequest struct {
 	// Group is what is ranked and limit counts: "item" (default: source
 	// items, each with its best passages) or "passage".
 	Group string `json:"group,omitempty"`
+	// Feedback (default true) also ranks items by the best item's own
+	// words when it holds the query (kb's feedback); false: by the query
+	// alone.
+	Feedback *bool `json:"feedback,omitempty"`
 }
 
 // SearchFilters narrow the passages a search may return.
@@ -60,6 +64,13 @@ func (s *Server) search(r *http.Request, p Principal) (any, error) {
 			}
 			req.Alpha = &a
 		}
+		if v := q.Get("feedback"); v != "" {
+			f, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, invalid("feedback", "must be true or false")
+			}
+			req.Feedback = &f
+		}
 		if q.Has("expand") {
 			e, err := intParam(q, "expand", 0)
 			if err != nil {
@@ -87,7 +98,8 @@ func (s *Server) search(r *http.Request, p Principal) (any, error) {
 	case req.Expand != nil && (*req.Expand < 0 || *req.Expand > kb.MaxExpand):
 		return nil, invalid("expand", "must be 0.."+strconv.Itoa(kb.MaxExpand))
 	}
-	sr := kb.SearchRequest{Client: p.Client, Query: req.Query, Alpha: req.Alpha, Fusion: rag.Fusion(req.Fusion), Limit: req.Limit, Expand: req.Expand, Group: req.Group}
+	sr := kb.SearchRequest{Client: p.Client, Query: req.Query, Alpha: req.Alpha, Fusion: rag.Fusion(req.Fusion), Limit: req.Limit, Expand: req.Expand, Group: req.Group,
+		NoFeedback: req.Feedback != nil && !*req.Feedback}
 	if f := req.Filters; f != nil {
 		sr.Filter = rag.Filter{SourceTypes: f.SourceTypes, Kinds: f.Kinds}
 	}

@@ -39,6 +39,14 @@ func TestClientRoutesAnswerWithTheKeysClientData(t *testing.T) {
 			t.Fatalf("group %q: %v", group, first)
 		}
 	}
+	// The best item holds the query: its words are fed back, and named;
+	// feedback=false ranks by the query alone.
+	for path, want := range map[string]bool{"/api/v1/search?query=espresso+descaling": true, "/api/v1/search?query=espresso+descaling&feedback=false": false} {
+		_, pack := call(t, "GET", f.url+path, f.acme.key, "")
+		if fq, _ := pack["feedback"].(string); (fq != "") != want || want && !strings.Contains(fq, "descaling") {
+			t.Fatalf("%s: feedback %q", path, fq)
+		}
+	}
 	_, edge := call(t, "GET", f.url+"/api/v1/edges/"+url.PathEscape(f.acme.edge), f.acme.key, "")
 	if ev, _ := edge["evidence"].([]any); len(ev) == 0 || edge["key"] != f.acme.edge {
 		t.Fatalf("edge without its evidence text: %v", edge)
@@ -164,6 +172,8 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 		{"GET", "/api/v1/search?query=x&expand=9", "", "expand"},
 		{"GET", "/api/v1/search?query=x&alpha=high", "", "alpha"},
 		{"GET", "/api/v1/search?query=x&group=document", "", "group"},
+		{"GET", "/api/v1/search?query=x&feedback=maybe", "", "feedback"},
+		{"POST", "/api/v1/search", `{"query":"x","feedback":"no"}`, "feedback"},
 		{"GET", "/api/v1/nodes/" + url.PathEscape(f.acme.node) + "/neighbors?depth=many", "", "depth"},
 		{"GET", "/api/v1/paths?to=person:ann", "", "from"},
 		{"GET", "/api/v1/paths?from=person:ann&to=person:bob&maxDepth=50", "", "maxDepth"},

@@ -43,6 +43,9 @@ type Config struct {
 	Chunks   rag.Store
 	Embedder embed.Embedder
 	Aliases  store.Aliases
+	// Words weighs words for search's feedback (default: the embedder,
+	// when it is an embed.WordWeigher; else every word weighs the same).
+	Words embed.WordWeigher
 	// MaxContentBytes refuses bigger documents (default 16 MiB).
 	MaxContentBytes int
 }
@@ -55,14 +58,23 @@ type KB struct {
 	embedder embed.Embedder
 	resolver *Resolver
 	maxBytes int
+	weigh    func(string) float64 // nil: every word weighs the same
 }
 
 // New returns a KB.
 func New(cfg Config) *KB {
-	return &KB{
+	k := &KB{
 		graph: cfg.Graph, chunks: cfg.Chunks, embedder: cfg.Embedder, resolver: NewResolver(cfg.Aliases),
 		maxBytes: cmp.Or(cfg.MaxContentBytes, 16<<20),
 	}
+	words := cfg.Words
+	if w, ok := cfg.Embedder.(embed.WordWeigher); ok && words == nil {
+		words = w
+	}
+	if words != nil {
+		k.weigh = words.WordWeight
+	}
+	return k
 }
 
 // Indexed reports whether the client has chunks of sourceURN.

@@ -57,6 +57,9 @@ type SearchRequest struct {
 	// Group is what Limit counts and the pack ranks: GroupItem (default)
 	// or GroupPassage.
 	Group string
+	// NoFeedback ranks items by the query alone, without the feedback of
+	// the best item's words (see feedback.go).
+	NoFeedback bool
 }
 
 // Item kinds in an evidence pack.
@@ -109,10 +112,13 @@ type Passage struct {
 // EvidencePack is what a search returns: passages from the chunk store and
 // entities and relations from the graph around them.
 type EvidencePack struct {
-	Query   string             `json:"query"`
-	Items   []Item             `json:"items"`
-	Summary string             `json:"summary"`
-	Timings map[string]float64 `json:"timingsMs"`
+	Query string `json:"query"`
+	// Feedback is the words of the best item the items were also ranked
+	// by (see feedback.go; empty: none).
+	Feedback string             `json:"feedback,omitempty"`
+	Items    []Item             `json:"items"`
+	Summary  string             `json:"summary"`
+	Timings  map[string]float64 `json:"timingsMs"`
 }
 
 // Search runs a hybrid search, seeds the graph with the nodes the hits refer
@@ -181,7 +187,14 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 		if !slices.Contains(req.Filter.Kinds, KindLink) {
 			hits = slices.DeleteFunc(hits, isLinkContext)
 		}
-		pack.Items = rankItems(hits, limit)
+		items := rankItems(hits, len(hits))
+		if !req.NoFeedback {
+			if items, pack.Feedback, err = k.feedback(ctx, req.Client, q, items); err != nil {
+				return pack, err
+			}
+			t = lap("feedback", t)
+		}
+		pack.Items = items[:min(limit, len(items))]
 		if err := k.passageTexts(ctx, req.Client, pack.Items); err != nil {
 			return pack, err
 		}

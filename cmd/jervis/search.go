@@ -100,11 +100,12 @@ func (o *opened) Close() error { return errors.Join(o.KB.Close(), o.Store.Close(
 
 func (a *app) searchCommand() *cobra.Command {
 	var (
-		req    kb.SearchRequest
-		alpha  float64
-		expand int
-		fusion string
-		asJSON bool
+		req      kb.SearchRequest
+		alpha    float64
+		expand   int
+		fusion   string
+		asJSON   bool
+		feedback bool
 	)
 	cmd := &cobra.Command{
 		Use:   `search --client C [flags] "query"`,
@@ -112,7 +113,7 @@ func (a *app) searchCommand() *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Query = strings.Join(args, " ")
-			req.Alpha, req.Expand, req.Fusion = &alpha, &expand, rag.Fusion(fusion)
+			req.Alpha, req.Expand, req.Fusion, req.NoFeedback = &alpha, &expand, rag.Fusion(fusion), !feedback
 			srv, err := a.remote()
 			if err != nil {
 				return err
@@ -120,7 +121,7 @@ func (a *app) searchCommand() *cobra.Command {
 			if srv != nil { // the key decides the client
 				var pack kb.EvidencePack
 				if err := srv.do(cmd.Context(), "POST", "/api/v1/search", map[string]any{"query": req.Query, "alpha": alpha,
-					"fusion": fusion, "expand": expand, "limit": req.Limit, "group": req.Group}, &pack); err != nil {
+					"fusion": fusion, "expand": expand, "limit": req.Limit, "group": req.Group, "feedback": feedback}, &pack); err != nil {
 					return err
 				}
 				return a.printSearch(pack, cmp.Or(req.Client, "the key's client"), asJSON)
@@ -147,6 +148,7 @@ func (a *app) searchCommand() *cobra.Command {
 	f.IntVar(&expand, "expand", kb.DefaultExpand, fmt.Sprintf("graph depth around the hits, 0..%d", kb.MaxExpand))
 	f.IntVar(&req.Limit, "limit", 10, "items (passages with --group passage)")
 	f.StringVar(&req.Group, "group", kb.GroupItem, "what to rank: item (source items, each with its best passages) or passage")
+	f.BoolVar(&feedback, "feedback", true, "also rank items by the best item's own words when it holds the query")
 	f.BoolVar(&asJSON, "json", false, "print the evidence pack as JSON")
 	return cmd
 }
@@ -169,6 +171,9 @@ func (a *app) printSearch(pack kb.EvidencePack, client string, asJSON bool) erro
 // printPack writes the evidence pack for people.
 func printPack(w io.Writer, client string, p kb.EvidencePack) {
 	fmt.Fprintf(w, "%q in %s: %s (%.1f ms)\n", p.Query, client, p.Summary, p.Timings["total"])
+	if p.Feedback != "" {
+		fmt.Fprintf(w, "also ranked by the best item's words: %s\n", p.Feedback)
+	}
 	section := ""
 	n := 0
 	for _, it := range p.Items {

@@ -14,3 +14,13 @@ type Embedder interface {
 	// Dimension is the length of the vectors (0 while not yet known).
 	Dimension() int
 }
+
+// WordWeigher tells how informative a word is in general text: near 1 for
+// a rare word, near 0 for the commonest. Search uses it to choose the
+// words of an item that say what it is about (feedback), whatever the
+// index; glove implements it from its vocabulary's frequency ranks.
+type WordWeigher interface {
+	// WordWeight weighs word (lower-case); a word the weigher has never
+	// seen (a name, an identifier) weighs as its rarest.
+	WordWeight(word string) float64
+}

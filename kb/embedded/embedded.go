@@ -70,7 +70,15 @@ func OpenKBWith(ctx context.Context, dir string, aliases store.Aliases, b Backen
 			return nil, err
 		}
 	}
-	return &KB{KB: kb.New(kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: aliases}), Graph: g, Chunks: c, Embedder: e}, nil
+	cfg := kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: aliases}
+	if _, ok := e.(embed.WordWeigher); !ok { // search's feedback weighs words by GloVe's ranks
+		if cfg.Words, err = glove.New(); err != nil {
+			g.Close()
+			c.Close()
+			return nil, err
+		}
+	}
+	return &KB{KB: kb.New(cfg), Graph: g, Chunks: c, Embedder: e}, nil
 }
 
 // Open opens everything in dir: the pipeline store and the knowledge base

@@ -124,6 +124,9 @@ type Duplicates struct {
 	Pairs  int     `json:"pairs"`
 	Jervis Ranking `json:"jervis"`
 	Peer   Ranking `json:"peer"` // textbook BM25 over summary + description + comments
+	// Parts are the default search with one part of it changed (the
+	// ablation), same queries, same run.
+	Parts []NamedRanking `json:"parts"`
 	// Similar is the duplicate's similar items (kb.Similar: the whole issue
 	// is the query, issues only, as GET /api/v1/documents/{id}/similar?sourceTypes=JIRA).
 	Similar Ranking `json:"similar"`
@@ -132,6 +135,26 @@ type Duplicates struct {
 	// issues not already linked to it), against the Duplicate links.
 	PossibleDuplicates []EdgeFigures `json:"possibleDuplicates"`
 }
+
+// NamedRanking is a Ranking of a search variant.
+type NamedRanking struct {
+	Name string `json:"name"`
+	Ranking
+}
+
+// searchParts are the variants of the default search the duplicates are
+// also searched by.
+var searchParts = []struct {
+	name string
+	set  func(*kb.SearchRequest)
+}{
+	{"without feedback", func(r *kb.SearchRequest) { r.NoFeedback = true }},
+	{"keywords only (alpha 0), without feedback", func(r *kb.SearchRequest) { r.Alpha, r.NoFeedback = ptr(0.0), true }},
+	{"vectors only (alpha 1), without feedback", func(r *kb.SearchRequest) { r.Alpha, r.NoFeedback = ptr(1.0), true }},
+	{"keywords only (alpha 0), with feedback", func(r *kb.SearchRequest) { r.Alpha = ptr(0.0) }},
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // EdgeFigures are possible_duplicate edges from one similarity up.
 type EdgeFigures struct {
@@ -433,27 +456,48 @@ func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
 	})
 	keys := slices.Sorted(maps.Keys(t.issues))
 	bm25 := newPeer(keys, func(k string) string { return t.issues[k].Text })
-	d := &Duplicates{Pairs: len(pairs)}
+	d := &Duplicates{Pairs: len(pairs), Parts: make([]NamedRanking, len(searchParts))}
 	for _, p := range pairs {
 		query := t.issues[p.Duplicate].Summary
 		// Eleven items: the duplicate itself is left out of the ten ranked,
 		// as the peer leaves it out.
-		pack, err := env.KB.Search(ctx, kb.SearchRequest{Client: env.Client, Query: query, Limit: 11})
-		if err != nil {
-			return fmt.Errorf("search %q: %w", query, err)
-		}
-		var ranked []string
-		for _, it := range pack.Items {
-			key, ok := issueKey(it.SourceURN)
-			if (it.Kind == kb.ItemSource || it.Kind == kb.ItemPassage) && ok && key != p.Duplicate && !slices.Contains(ranked, key) {
-				ranked = append(ranked, key)
+		search := func(set func(*kb.SearchRequest)) ([]string, error) {
+			req := kb.SearchRequest{Client: env.Client, Query: query, Limit: 11, Expand: ptr(0)}
+			if set != nil {
+				set(&req)
 			}
+			pack, err := env.KB.Search(ctx, req)
+			if err != nil {
+				return nil, fmt.Errorf("search %q: %w", query, err)
+			}
+			var ranked []string
+			for _, it := range pack.Items {
+				key, ok := issueKey(it.SourceURN)
+				if (it.Kind == kb.ItemSource || it.Kind == kb.ItemPassage) && ok && key != p.Duplicate && !slices.Contains(ranked, key) {
+					ranked = append(ranked, key)
+				}
+			}
+			return ranked, nil
+		}
+		ranked, err := search(nil)
+		if err != nil {
+			return err
 		}
 		d.Jervis.score(ranked, p.Original)
 		d.Peer.score(bm25.search(query, 10, p.Duplicate), p.Original)
+		for i, part := range searchParts {
+			if ranked, err = search(part.set); err != nil {
+				return err
+			}
+			d.Parts[i].score(ranked, p.Original)
+		}
 	}
 	d.Jervis.finish(len(pairs))
 	d.Peer.finish(len(pairs))
+	for i, part := range searchParts {
+		d.Parts[i].Name = part.name
+		d.Parts[i].finish(len(pairs))
+	}
 	if err := d.similar(ctx, env, t, pairs); err != nil {
 		return err
 	}
@@ -669,6 +713,9 @@ func (r *Report) Print(w io.Writer) error {
 		fmt.Fprintf(tw, "DUPLICATE FINDING (%d pairs; chunks in %s)\tRECALL@10\tMRR@10\n", d.Pairs, cmp.Or(r.ChunkStore, "the chunk store"))
 		fmt.Fprintf(tw, "Jervis search (default settings)\t%.3f\t%.3f\n", d.Jervis.RecallAt10, d.Jervis.MRRAt10)
 		fmt.Fprintf(tw, "textbook BM25 peer (k1 %.1f, b %.2f)\t%.3f\t%.3f\n", PeerK1, PeerB, d.Peer.RecallAt10, d.Peer.MRRAt10)
+		for _, p := range d.Parts {
+			fmt.Fprintf(tw, "  Jervis search, %s\t%.3f\t%.3f\n", p.Name, p.RecallAt10, p.MRRAt10)
+		}
 		fmt.Fprintf(tw, "Jervis similar items (the whole duplicate the query)\t%.3f\t%.3f\n", d.Similar.RecallAt10, d.Similar.MRRAt10)
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "POSSIBLE DUPLICATE EDGES (3 most similar, not linked)\tEDGES\tDUPLICATE LINKS\tPRECISION\tRECALL")

@@ -56,7 +56,10 @@ type Embedder struct {
 	oovW    float32
 }
 
-var _ embed.Embedder = (*Embedder)(nil)
+var (
+	_ embed.Embedder    = (*Embedder)(nil)
+	_ embed.WordWeigher = (*Embedder)(nil)
+)
 
 // New parses the compiled-in vectors (about 20 ms); create one per process.
 func New() (*Embedder, error) {
@@ -116,6 +119,16 @@ func (e *Embedder) Vocabulary(n int) []string {
 		}
 	}
 	return words
+}
+
+// WordWeight implements embed.WordWeigher: the word's SIF weight a/(a +
+// p(w)), p(w) estimated from its frequency rank (an unknown word weighs as
+// the rarest known one).
+func (e *Embedder) WordWeight(word string) float64 {
+	if i, ok := e.index[word]; ok {
+		return float64(e.weights[i])
+	}
+	return float64(e.oovW)
 }
 
 // Known reports whether word (lower-case) is in the vocabulary.

@@ -1,0 +1,183 @@
+package kb
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// Feedback (pseudo-relevance feedback, as RM3 and Lucene's "more like
+// this" do it): a query is a few words, the item that matches them best
+// says in many more words what they are about. Search ranks items by the
+// query, reads the best item's text, searches again by that item's most
+// telling words (FeedbackQuery) and fuses the two item rankings by rank.
+// Items that share the best item's subject in other words come up; an item
+// the query alone ranks high stays high.
+//
+// Measured on the duplicates of the dev Jira corpus (kb/eval): recall@10
+// 0.527 → 0.6 and MRR 0.30 → 0.37 or so (see the README's table); when the
+// best item is not about the query (no duplicate of it exists) the fusion
+// keeps the query's own ranking in front, item for item, at rank weight 1.
+const (
+	// FeedbackTerms is how many words the feedback query takes.
+	FeedbackTerms = 30
+	// feedbackWeight weighs the feedback ranking against the query's own in
+	// the rank fusion (0.5 and 2 did worse than 1 on the dev corpus).
+	feedbackWeight = 1.0
+	// fusionK is the rank fusion's constant (reciprocal rank fusion, k=60).
+	fusionK = 60
+	// FeedbackCoverage is how much of the query (its words weighed by
+	// rarity) the best item must hold for its words to be searched by:
+	// a best item that matches one common word of the query is not what
+	// the query is about, and searching by its words would bury the items
+	// that are (testdata/search, one relevant item per query, lost three of
+	// 27 from the top five without it).
+	FeedbackCoverage = 0.75
+)
+
+// FeedbackQuery returns the words of an item's title and text that say
+// what it is about, as a keyword query: each distinct word (letters and
+// digits, lower-cased, two characters or more, not a stop word) scored by
+// how often the item uses it times how rare it is in general (weigh; nil:
+// every word weighs 1), the best n, best first (first seen first among
+// equals).
+func FeedbackQuery(title, text string, n int, weigh func(string) float64) string {
+	type word struct {
+		w     string
+		count int
+		first int
+	}
+	counts := map[string]*word{}
+	var words []*word
+	for i, w := range rag.Words(title + "\n" + text) {
+		if len(w) < 2 || rag.StopWord(w) {
+			continue
+		}
+		c, ok := counts[w]
+		if !ok {
+			c = &word{w: w, first: i}
+			counts[w] = c
+			words = append(words, c)
+		}
+		c.count++
+	}
+	score := func(c *word) float64 {
+		if weigh == nil {
+			return float64(c.count)
+		}
+		return float64(c.count) * weigh(c.w)
+	}
+	slices.SortStableFunc(words, func(a, b *word) int { return cmp.Compare(score(b), score(a)) })
+	out := make([]string, 0, min(n, len(words)))
+	for _, c := range words[:min(n, len(words))] {
+		out = append(out, c.w)
+	}
+	return strings.Join(out, " ")
+}
+
+// Coverage is the share of query's words (rag.QueryWords, each weighed by
+// weigh; nil: 1) that text holds (as words, lower-cased).
+func Coverage(query, text string, weigh func(string) float64) float64 {
+	words := rag.QueryWords(query, rag.MaxQueryTerms)
+	if len(words) == 0 {
+		return 0
+	}
+	in := make(map[string]bool, len(words))
+	for _, w := range words {
+		in[w] = false
+	}
+	for _, w := range rag.Words(text) {
+		if _, ok := in[w]; ok {
+			in[w] = true
+		}
+	}
+	var held, all float64
+	for _, w := range words {
+		x := 1.0
+		if weigh != nil {
+			x = weigh(w)
+		}
+		all += x
+		if in[w] {
+			held += x
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	return held / all
+}
+
+// feedback re-ranks items (ranked by the query q, best first) by fusing
+// their ranks with those of a search by the best item's FeedbackQuery. It
+// returns the fused ranking, each item scored by its fused score, and the
+// feedback query ("" when there was nothing to search by).
+func (k *KB) feedback(ctx context.Context, client string, q rag.Query, items []Item) ([]Item, string, error) {
+	if len(items) == 0 {
+		return items, "", nil
+	}
+	index := k.chunks.For(client)
+	ids, err := index.SourceChunkIDs(ctx, items[0].SourceURN)
+	if err != nil {
+		return nil, "", fmt.Errorf("feedback: %w", err)
+	}
+	chunks, err := index.Get(ctx, ids...)
+	if err != nil {
+		return nil, "", fmt.Errorf("feedback: %w", err)
+	}
+	var title string
+	var text strings.Builder
+	for _, c := range chunks {
+		if c.Kind == KindLink {
+			continue // an excerpt of the item's own text
+		}
+		title = cmp.Or(title, c.Title)
+		text.WriteString(c.Text)
+		text.WriteByte('\n')
+	}
+	if Coverage(q.Text, title+"\n"+text.String(), k.weigh) < FeedbackCoverage {
+		return items, "", nil
+	}
+	fq := FeedbackQuery(title, text.String(), FeedbackTerms, k.weigh)
+	if fq == "" {
+		return items, "", nil
+	}
+	hits, err := index.BM25(ctx, rag.Query{Text: fq, Limit: q.Limit, Filter: q.Filter, NoText: true})
+	if err != nil {
+		return nil, "", fmt.Errorf("feedback: %w", err)
+	}
+	if !slices.Contains(q.Filter.Kinds, KindLink) {
+		hits = slices.DeleteFunc(hits, isLinkContext)
+	}
+	return fuseItems(items, rankItems(hits, len(hits))), fq, nil
+}
+
+// fuseItems fuses two item rankings by reciprocal rank (the second
+// weighted feedbackWeight): an item in both keeps the first ranking's
+// passages; ties keep the first ranking's order.
+func fuseItems(first, second []Item) []Item {
+	score := make(map[string]float64, len(first)+len(second))
+	at := make(map[string]int, len(first)+len(second))
+	out := make([]Item, 0, len(first)+len(second))
+	for i, it := range first {
+		score[it.SourceURN] += 1 / float64(fusionK+i+1)
+		at[it.SourceURN] = len(out)
+		out = append(out, it)
+	}
+	for i, it := range second {
+		score[it.SourceURN] += feedbackWeight / float64(fusionK+i+1)
+		if _, ok := at[it.SourceURN]; !ok {
+			at[it.SourceURN] = len(out)
+			out = append(out, it)
+		}
+	}
+	for i := range out {
+		out[i].Score = score[out[i].SourceURN]
+	}
+	slices.SortStableFunc(out, func(a, b Item) int { return cmp.Compare(b.Score, a.Score) })
+	return out
+}

@@ -1,0 +1,101 @@
+package kb_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jervis-dev/jervis/kb"
+)
+
+func TestFeedbackQueryTakesTheItemsTellingWords(t *testing.T) {
+	t.Parallel()
+	rare := func(w string) float64 {
+		if w == "the" || w == "crash" || w == "app" {
+			return 0.1
+		}
+		return 1
+	}
+	got := kb.FeedbackQuery("App crash", "The app crash: CameraActivity throws. CameraActivity again, the app, the app, the app.", 3, rare)
+	if got != "cameraactivity throws again" {
+		t.Fatalf("got %q", got)
+	}
+	if got := kb.FeedbackQuery("a b", "of the", 5, nil); got != "" {
+		t.Fatalf("stop words and single letters: %q", got)
+	}
+	if got := kb.FeedbackQuery("x1 y2", "y2 y2 z3", 2, nil); got != "y2 x1" { // repeated first, then first seen
+		t.Fatalf("unweighted: %q", got)
+	}
+}
+
+func TestCoverageWeighsTheQuerysWords(t *testing.T) {
+	t.Parallel()
+	weigh := func(w string) float64 {
+		if w == "team" {
+			return 0.2
+		}
+		return 1
+	}
+	for _, c := range []struct {
+		query, text string
+		want        float64
+	}{
+		{"team trip to Portugal", "the data team grows", 0.2 / 2.2},
+		{"team trip to Portugal", "A trip to Portugal for the team.", 1},
+		{"team trip", "", 0},
+		{"the of", "the of", 0}, // no query words
+	} {
+		if got := kb.Coverage(c.query, c.text, weigh); got < c.want-1e-9 || got > c.want+1e-9 {
+			t.Errorf("Coverage(%q, %q) = %v, want %v", c.query, c.text, got, c.want)
+		}
+	}
+}
+
+// The best item's own words find an item that says the same in other
+// words; a best item that holds too little of the query feeds nothing back.
+func TestSearchFeedback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	for _, r := range []kb.IngestRequest{
+		{Client: "acme", MainNode: "jira:MOB-1", Title: "App crashes when opening the camera", SourceURN: "JIRA:MOB-1",
+			Content: "Opening the camera from the app crashes with a NullPointerException in CameraActivity.onResume. Stack trace attached; CameraActivity never gets its preview surface."},
+		{Client: "acme", MainNode: "jira:MOB-2", Title: "NullPointerException in CameraActivity.onResume", SourceURN: "JIRA:MOB-2",
+			Content: "CameraActivity.onResume dereferences the preview surface before it exists. NullPointerException, stack trace below."},
+		{Client: "acme", MainNode: "jira:MOB-3", Title: "Settings screen crashes", SourceURN: "JIRA:MOB-3",
+			Content: "The app crashes when opening the settings screen on tablets."},
+		{Client: "acme", MainNode: "jira:MOB-4", Title: "Tripod mount", SourceURN: "JIRA:MOB-4",
+			Content: "Order a tripod mount for the test phones."},
+	} {
+		if _, err := e.kb.Ingest(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search := func(query string, noFeedback bool) ([]string, string) {
+		t.Helper()
+		pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: query, Alpha: ptr(0.0), Expand: ptr(0), NoFeedback: noFeedback})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var urns []string
+		for _, it := range pack.Items {
+			if it.Kind == kb.ItemSource {
+				urns = append(urns, it.SourceURN)
+			}
+		}
+		return urns, pack.Feedback
+	}
+	plain, fq := search("app crashes opening camera", true)
+	if slices.Contains(plain, "JIRA:MOB-2") || fq != "" || len(plain) == 0 || plain[0] != "JIRA:MOB-1" {
+		t.Fatalf("without feedback: %v %q", plain, fq)
+	}
+	fed, fq := search("app crashes opening camera", false)
+	if len(fed) < 2 || fed[0] != "JIRA:MOB-1" || !slices.Contains(fed, "JIRA:MOB-2") || !strings.Contains(fq, "cameraactivity") {
+		t.Fatalf("with feedback: %v %q", fed, fq)
+	}
+	// "camera tripod holder": the best item holds "camera" alone of three
+	// words: its words would be a guess.
+	if urns, fq := search("camera tripod holder", false); fq != "" || len(urns) == 0 {
+		t.Fatalf("weak best item fed back %q: %v", fq, urns)
+	}
+}
