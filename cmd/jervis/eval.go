@@ -30,7 +30,7 @@ var errFloors = errors.New("eval: floors crossed")
 func (a *app) evalCommand() *cobra.Command {
 	var asJSON, check bool
 	var client, keep string
-	var minDupRecall float64
+	var minDupRecall, minDupLead float64
 	cmd := &cobra.Command{
 		Use:   "eval [--json] [--client C] [--check] [--keep DIR] PATH...",
 		Short: "Measure the knowledge base built from real corpora: completeness, structure recall, duplicate finding beside a BM25 peer, junk, identities, cost",
@@ -78,7 +78,7 @@ than 1 junk node per 1,000).`,
 				return nil
 			}
 			floors := eval.DefaultFloors
-			floors.MinDuplicateRecall = minDupRecall
+			floors.MinDuplicateRecall, floors.MinDuplicateLead = minDupRecall, minDupLead
 			if crossed := report.Check(floors); len(crossed) > 0 {
 				for _, c := range crossed {
 					fmt.Fprintln(a.stderr, "FLOOR CROSSED:", c)
@@ -93,6 +93,8 @@ than 1 junk node per 1,000).`,
 	cmd.Flags().StringVar(&client, "client", "eval", "client the corpora are imported into")
 	cmd.Flags().BoolVar(&check, "check", false, "exit non-zero when a quality floor is crossed (CI)")
 	cmd.Flags().Float64Var(&minDupRecall, "min-duplicate-recall", 0, "with --check, the lowest duplicate recall@10 accepted (0: reported only)")
+	cmd.Flags().Float64Var(&minDupLead, "min-duplicate-lead", eval.DefaultFloors.MinDuplicateLead,
+		"with --check, how far duplicate recall@10 must be ahead of the in-run BM25 peer's (capped at 1)")
 	cmd.Flags().StringVar(&keep, "keep", "", "build the knowledge base in this new directory and keep it (for jervis search --data DIR); default: a temporary one, removed")
 	return cmd
 }

@@ -127,3 +127,18 @@ func TestTruthConfluence(t *testing.T) {
 		t.Fatalf("items %v ids %v", tr.items, tr.ids)
 	}
 }
+
+// The duplicate floor: the default search at least the peer's recall plus
+// the lead, capped at 1.
+func TestCheckHoldsTheDuplicateLeadOverThePeer(t *testing.T) {
+	for _, c := range []struct {
+		jervis, peer float64
+		crossed      bool
+	}{{0.655, 0.541, false}, {0.62, 0.541, true}, {1, 1, false}, {0.95, 1, true}, {0.641, 0.541, false}} {
+		r := &Report{Duplicates: &Duplicates{Pairs: 148, Jervis: Ranking{RecallAt10: c.jervis}, Peer: Ranking{RecallAt10: c.peer}}}
+		got := r.Check(DefaultFloors)
+		if (len(got) > 0) != c.crossed || c.crossed && !strings.Contains(got[0], "less than the BM25 peer's") {
+			t.Errorf("jervis %.3f peer %.3f: %v", c.jervis, c.peer, got)
+		}
+	}
+}

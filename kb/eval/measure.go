@@ -632,11 +632,15 @@ type Floors struct {
 	// MinDuplicateRecall is recall@10 of duplicate finding (0: only
 	// reported, beside the peer's).
 	MinDuplicateRecall float64
+	// MinDuplicateLead is how far the default search's duplicate
+	// recall@10 must be ahead of the textbook BM25 peer's, same run (at
+	// most up to 1: where the peer finds them all, so must Jervis).
+	MinDuplicateLead float64
 }
 
 // DefaultFloors are the floors CI holds the dev corpora to.
 var DefaultFloors = Floors{MaxQuarantinedShare: 0.005, MaxFailedTasks: 0, MaxLost: 0, MinThreadRecall: 0.98,
-	MinIssueLinkRecall: 0.99, MinCommitIssueRecall: 0.98, MaxJunkPerThousand: 1}
+	MinIssueLinkRecall: 0.99, MinCommitIssueRecall: 0.98, MaxJunkPerThousand: 1, MinDuplicateLead: 0.10}
 
 // Check returns one line per floor the report crosses (none: it passes).
 // A recall with nothing expected is not checked.
@@ -675,6 +679,9 @@ func (r *Report) Check(f Floors) []string {
 	}
 	if d := r.Duplicates; d != nil && f.MinDuplicateRecall > 0 && d.Jervis.RecallAt10 < f.MinDuplicateRecall {
 		out = append(out, fmt.Sprintf("duplicate recall@10 %.3f, below %.2f", d.Jervis.RecallAt10, f.MinDuplicateRecall))
+	}
+	if d := r.Duplicates; d != nil && d.Pairs > 0 && d.Jervis.RecallAt10 < min(1, d.Peer.RecallAt10+f.MinDuplicateLead)-1e-9 {
+		out = append(out, fmt.Sprintf("duplicate recall@10 %.3f, less than the BM25 peer's %.3f + %.2f", d.Jervis.RecallAt10, d.Peer.RecallAt10, f.MinDuplicateLead))
 	}
 	return out
 }

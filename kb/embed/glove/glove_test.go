@@ -120,3 +120,17 @@ func BenchmarkEmbedSentences(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(sentences))/b.Elapsed().Seconds(), "sentences/s")
 }
+
+// WordWeight: the commonest words weigh least, rare ones near 1, and a
+// word not in the vocabulary weighs as the rarest.
+func TestWordWeight(t *testing.T) {
+	t.Parallel()
+	e := newEmbedder(t)
+	the, window, nullpointer := e.WordWeight("the"), e.WordWeight("window"), e.WordWeight("nullpointerexception")
+	if !(the < 0.1 && the < window && window < nullpointer && nullpointer <= 1) {
+		t.Fatalf("the %v, window %v, nullpointerexception %v", the, window, nullpointer)
+	}
+	if rarest := e.WordWeight(e.Vocabulary(100_000)[99_999]); nullpointer != rarest {
+		t.Fatalf("unknown %v, rarest known %v", nullpointer, rarest)
+	}
+}

@@ -16,7 +16,8 @@ import (
 var classes atomic.Int64
 
 // The conformance suite against a real Weaviate: each test gets a class of
-// its own, deleted after. Weaviate's BM25 neither stems nor folds accents.
+// its own, deleted after. Weaviate's BM25 neither stems nor folds accents:
+// the backend gives it stems without accents (Stems).
 func TestConformance(t *testing.T) {
 	u := integration.Env(t, "TEST_WEAVIATE_URL", "export TEST_WEAVIATE_URL=$(deploy/weaviate.sh start)")
 	ragtest.ExerciseCaps(t, func(t *testing.T) rag.Store {
@@ -29,5 +30,20 @@ func TestConformance(t *testing.T) {
 		}
 		t.Cleanup(func() { s.DeleteClass(context.Background()) })
 		return s
-	}, ragtest.Caps{})
+	}, ragtest.Caps{Stemming: true, FoldsAccents: true})
+}
+
+// Stems are what the stemmed properties hold and BM25 is asked: the
+// words, lower-cased, accents folded, as English Snowball stems.
+func TestStems(t *testing.T) {
+	for in, want := range map[string]string{
+		"App crashes when opening Ti.UI.Window": "app crash when open ti ui window",
+		"Crêpes, reviews; café":                 "crepe review cafe",
+		"TIMOB-1234 NullPointerException":       "timob 1234 nullpointerexcept",
+		"":                                      "",
+	} {
+		if got := weaviate.Stems(in); got != want {
+			t.Errorf("Stems(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
