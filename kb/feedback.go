@@ -123,11 +123,7 @@ func (k *KB) feedback(ctx context.Context, client string, q rag.Query, items []I
 		return items, "", nil
 	}
 	index := k.chunks.For(client)
-	ids, err := index.SourceChunkIDs(ctx, items[0].SourceURN)
-	if err != nil {
-		return nil, "", fmt.Errorf("feedback: %w", err)
-	}
-	chunks, err := index.Get(ctx, ids...)
+	chunks, err := rag.SourceChunks(ctx, index, items[0].SourceURN)
 	if err != nil {
 		return nil, "", fmt.Errorf("feedback: %w", err)
 	}

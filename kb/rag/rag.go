@@ -179,6 +179,28 @@ func Texts(ctx context.Context, x Index, ids ...string) (map[string]string, erro
 	return out, nil
 }
 
+// SourceTexter is an Index that can read a source's chunks without their
+// vectors and graph refs, cheaper than SourceChunkIDs and Get.
+type SourceTexter interface {
+	// SourceTexts returns the source's chunks (ID, text, title, kind, source
+	// URN), ordered by ID.
+	SourceTexts(ctx context.Context, sourceURN string) ([]Chunk, error)
+}
+
+// SourceChunks returns the chunks of sourceURN, ordered by ID; their
+// vectors and graph refs may be left out.
+func SourceChunks(ctx context.Context, x Index, sourceURN string) ([]Chunk, error) {
+	if st, ok := x.(SourceTexter); ok {
+		return st.SourceTexts(ctx, sourceURN)
+	}
+	ids, err := x.SourceChunkIDs(ctx, sourceURN)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	return x.Get(ctx, ids...)
+}
+
 // ValidateClient checks a client ID as the pipeline store does (it names
 // tables and tenants); the error wraps ErrInvalid.
 func ValidateClient(client string) error {

@@ -146,6 +146,23 @@ func testDeletes(t *testing.T, s rag.Store) {
 	if !slices.Equal(src, []string{"c-food", "c-travel"}) {
 		t.Fatalf("source chunks: %v", src)
 	}
+	// The source's chunks with their texts, as Get has them (the backend's
+	// cheaper read, when it has one).
+	full, err := x.Get(ctx, src...)
+	check(t, err)
+	texts, err := rag.SourceChunks(ctx, x, "email:43")
+	check(t, err)
+	if len(texts) != len(full) {
+		t.Fatalf("source chunks: %d, Get: %d", len(texts), len(full))
+	}
+	for i, c := range texts {
+		if f := full[i]; c.ID != f.ID || c.Text != f.Text || c.Title != f.Title || c.Kind != f.Kind || c.SourceURN != "email:43" || c.Text == "" {
+			t.Fatalf("source chunk %d: %+v, Get: %+v", i, c, f)
+		}
+	}
+	if none, err := rag.SourceChunks(ctx, x, "email:nope"); err != nil || len(none) != 0 {
+		t.Fatalf("no such source: %v %v", none, err)
+	}
 	n, err := x.DeleteBySource(ctx, "email:43")
 	check(t, err)
 	if n != 2 {

@@ -413,6 +413,28 @@ func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string,
 	return out, rows.Err()
 }
 
+// SourceTexts implements rag.SourceTexter.
+func (x *index) SourceTexts(ctx context.Context, sourceURN string) ([]rag.Chunk, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	rows, err := x.s.db.Query(ctx, `SELECT id, text, title, kind FROM chunks WHERE client = ? AND source_urn = ?`, x.client, sourceURN)
+	if err != nil {
+		return nil, x.s.db.Explain("source texts", err)
+	}
+	defer rows.Close()
+	var out []rag.Chunk
+	for rows.Next() {
+		c := rag.Chunk{SourceURN: sourceURN}
+		if err := rows.Scan(&c.ID, &c.Text, &c.Title, &c.Kind); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b rag.Chunk) int { return strings.Compare(a.ID, b.ID) })
+	return out, rows.Err()
+}
+
 // Delete implements rag.Index.
 func (x *index) Delete(ctx context.Context, ids ...string) (int, error) {
 	list, _ := json.Marshal(nonNil(ids))
