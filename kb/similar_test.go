@@ -11,11 +11,24 @@ import (
 
 func TestSimilarQueryTakesTheTitleThenTheRepeatedWords(t *testing.T) {
 	t.Parallel()
-	got := kb.SimilarQuery("Login fails after a password reset",
-		"Hi all, the session cache keeps the old password. The cache expires after an hour; until the cache expires the session is refused.")
+	body := "Hi all, the session cache keeps the old password. The cache expires after an hour; until the cache expires the session is refused."
+	got := kb.SimilarQuery("Login fails after a password reset", body, nil)
 	want := "login fails after password reset cache session expires hi all keeps old hour until refused"
 	if got != want {
 		t.Fatalf("SimilarQuery = %q, want %q", got, want)
+	}
+	// Weighed by rarity, a rare word used once comes before a common one
+	// used twice; the title still leads.
+	rare := func(w string) float64 {
+		if w == "refused" {
+			return 1
+		}
+		return 0.2
+	}
+	got = kb.SimilarQuery("Login fails after a password reset", body, rare)
+	want = "login fails after password reset refused cache session expires hi all keeps old hour until"
+	if got != want {
+		t.Fatalf("SimilarQuery weighed = %q, want %q", got, want)
 	}
 }
 
