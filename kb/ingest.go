@@ -241,9 +241,102 @@ func isStrayControl(r rune) bool {
 // crash at any point harmless: running Ingest again completes it.
 // Ingesting the same content again changes nothing.
 func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error) {
-	var res IngestResult
+	p, err := k.prepare(ctx, req)
+	if err != nil {
+		return p.failed(), err
+	}
+	if err := k.embed(ctx, []*prepared{p}); err != nil {
+		return p.failed(), err
+	}
+	if err := k.write(ctx, []*prepared{p}); err != nil {
+		return p.failed(), err
+	}
+	return p.res, nil
+}
+
+// IngestBatch ingests many source versions as Ingest does each, with their
+// writes together: the chunks of all of them in one upsert, their nodes in
+// one, their edges in one (per client), so that a bulk of small documents
+// costs a few transactions instead of three each. Results and errors are
+// by request: a request that cannot be ingested (the errors Ingest
+// returns) costs only itself — when the writes together fail, each request
+// is written alone to find which. Versions of one source in one batch are
+// written one after the other, in order.
+func (k *KB) IngestBatch(ctx context.Context, reqs []IngestRequest) ([]IngestResult, []error) {
+	results, errs := make([]IngestResult, len(reqs)), make([]error, len(reqs))
+	ps := make([]*prepared, 0, len(reqs))
+	at := make([]int, 0, len(reqs)) // ps[i] is reqs[at[i]]
+	for i, req := range reqs {
+		p, err := k.prepare(ctx, req)
+		if err != nil {
+			results[i], errs[i] = p.failed(), err
+			continue
+		}
+		ps, at = append(ps, p), append(at, i)
+	}
+	if err := k.embed(ctx, ps); err != nil {
+		for j, i := range at {
+			results[i], errs[i] = ps[j].failed(), err
+		}
+		return results, errs
+	}
+	// Rounds: a source's second version in the batch waits for the next
+	// round (its stale chunks are the first version's).
+	done := make([]bool, len(ps))
+	for left := len(ps); left > 0; {
+		var round []*prepared
+		var idx []int
+		seen := map[[2]string]bool{}
+		for j, p := range ps {
+			key := [2]string{p.req.Client, p.sourceURN}
+			if done[j] || seen[key] {
+				continue
+			}
+			seen[key] = true
+			round, idx = append(round, p), append(idx, j)
+		}
+		if err := k.write(ctx, round); err != nil {
+			for n, p := range round { // find which: each alone
+				errs[at[idx[n]]] = k.write(ctx, []*prepared{p})
+			}
+		}
+		for n, j := range idx {
+			done[j], results[at[j]] = true, round[n].res
+			if errs[at[j]] != nil {
+				results[at[j]] = round[n].failed()
+			}
+		}
+		left -= len(round)
+	}
+	return results, errs
+}
+
+// prepared is one request made ready to write: its chunks (vectors once
+// embedded), nodes and edges.
+type prepared struct {
+	req       IngestRequest
+	res       IngestResult
+	sourceURN string
+	texts     []string // what the chunks' vectors are computed from
+	chunks    []rag.Chunk
+	nodes     []graph.Node
+	edges     []graph.Edge
+}
+
+// failed is what Ingest returns with an error: the main node, warnings
+// and aliases, nothing said written.
+func (p *prepared) failed() IngestResult {
+	return IngestResult{MainNode: p.res.MainNode, Warnings: p.res.Warnings, Aliased: p.res.Aliased}
+}
+
+// prepare does everything of Ingest but embedding and writing: it cleans
+// and chunks the content, finds relationships and mentions and resolves
+// their refs.
+func (k *KB) prepare(ctx context.Context, req IngestRequest) (*prepared, error) {
+	p := &prepared{req: req}
+	res := &p.res
 	if err := store.ValidateClientID(req.Client); err != nil {
-		return res, err
+		return p, err
 	}
 	full := req.Content
 	if req.Header != "" {
@@ -251,7 +344,7 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 	}
 	full, removed, err := k.cleanContent(full)
 	if err != nil {
-		return res, err
+		return p, err
 	}
 	if removed > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d control characters removed from the content", removed))
@@ -274,10 +367,10 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 	title := strings.TrimSpace(stripControl(req.Title))
 	main, err := k.resolver.Resolve(ctx, req.Client, req.MainNode)
 	if err != nil {
-		return res, fmt.Errorf("main node: %w", err)
+		return p, fmt.Errorf("main node: %w", err)
 	}
 	res.MainNode = main.String()
-	sourceURN := cmp.Or(req.SourceURN, main.String())
+	p.sourceURN = cmp.Or(req.SourceURN, main.String())
 	observed := req.ObservedAt
 	if observed.IsZero() {
 		observed = time.Now()
@@ -332,7 +425,7 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 			res.Warnings = append(res.Warnings, fmt.Sprintf("relation %s|%s|%s left out: %v", f.From, f.Type, f.To, err))
 			continue
 		} else if err != nil {
-			return res, err
+			return p, err
 		}
 		c := chunkAt(f.Offset)
 		addRef(from, c)
@@ -348,7 +441,7 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 			continue
 		}
 		if err != nil {
-			return res, err
+			return p, err
 		}
 		c := chunkAt(m.Offset)
 		addRef(key, c)
@@ -364,7 +457,7 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 		typ, err3 := EdgeType(mr.Type)
 		if err := errors.Join(err1, err2, err3); err != nil {
 			if !errors.Is(err, ErrBadRef) && !errors.Is(err, graph.ErrInvalid) {
-				return res, fmt.Errorf("relation %s|%s|%s: %w", mr.From, mr.Type, mr.To, err)
+				return p, fmt.Errorf("relation %s|%s|%s: %w", mr.From, mr.Type, mr.To, err)
 			}
 			res.Warnings = append(res.Warnings, fmt.Sprintf("relation %s|%s|%s left out: %v", clip(mr.From), clip(mr.Type), clip(mr.To), err))
 			continue
@@ -382,7 +475,7 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 		edges = append(edges, edgeAt{graph.Edge{Type: typ, From: from, To: to, Confidence: conf, Origin: origin}, c})
 	}
 
-	// Chunks: IDs, graph refs, vectors.
+	// Chunks: IDs, graph refs; vectors come from embed.
 	ids := make([]string, len(spans))
 	chunkRefs := make([][]string, len(spans))
 	for i, s := range spans {
@@ -396,44 +489,22 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 			}
 		}
 	}
-	texts := make([]string, len(spans)) // what the vectors are computed from
+	p.texts = make([]string, len(spans))
+	p.chunks = make([]rag.Chunk, len(spans))
 	for i, s := range spans {
-		texts[i] = s.Text
+		p.texts[i] = s.Text
 		if title != "" {
-			texts[i] = title + "\n" + s.Text
+			p.texts[i] = title + "\n" + s.Text
 		}
 		slices.Sort(chunkRefs[i][1:])
-	}
-	vectors := make([][]float32, 0, len(spans))
-	for lo := 0; lo < len(texts); lo += embedBatch {
-		vs, err := k.embedder.Embed(ctx, texts[lo:min(len(texts), lo+embedBatch)])
-		if err != nil {
-			return res, fmt.Errorf("embed: %w", err)
+		p.chunks[i] = rag.Chunk{
+			ID: ids[i], Text: s.Text, Title: title, GraphRefs: chunkRefs[i], SourceURN: p.sourceURN, SourceType: req.SourceType,
+			Kind: req.Kind, NodeKey: main.String(), Timestamp: observed,
 		}
-		vectors = append(vectors, vs...)
-	}
-	if len(vectors) != len(spans) {
-		return res, fmt.Errorf("embed: %d vectors for %d chunks", len(vectors), len(spans))
-	}
-	chunks := make([]rag.Chunk, len(spans))
-	for i, s := range spans {
-		chunks[i] = rag.Chunk{
-			ID: ids[i], Text: s.Text, Title: title, GraphRefs: chunkRefs[i], SourceURN: sourceURN, SourceType: req.SourceType,
-			Kind: req.Kind, NodeKey: main.String(), Timestamp: observed, Vector: vectors[i],
-		}
-	}
-	index := k.chunks.For(req.Client)
-	previous, err := index.SourceChunkIDs(ctx, sourceURN)
-	if err != nil {
-		return res, err
-	}
-	if err := index.Upsert(ctx, chunks...); err != nil {
-		return res, fmt.Errorf("store chunks: %w", err)
 	}
 
 	// Graph: nodes with their chunks, then edges with their evidence.
-	g := k.graph.For(req.Client)
-	nodes := []graph.Node{{Key: main.String(), Type: main.Namespace, Props: req.Props, RAGChunks: ids, FirstSeen: observed, LastSeen: observed}}
+	p.nodes = []graph.Node{{Key: main.String(), Type: main.Namespace, Props: req.Props, RAGChunks: ids, FirstSeen: observed, LastSeen: observed}}
 	keys := make([]string, 0, len(refChunks))
 	for key := range refChunks {
 		if key != main.String() {
@@ -448,54 +519,209 @@ func (k *KB) Ingest(ctx context.Context, req IngestRequest) (IngestResult, error
 			n.RAGChunks = append(n.RAGChunks, ids[c])
 		}
 		slices.Sort(n.RAGChunks)
-		nodes = append(nodes, n)
+		p.nodes = append(p.nodes, n)
 	}
-	if err := g.UpsertNodes(ctx, nodes...); err != nil {
-		return res, fmt.Errorf("store nodes: %w", err)
-	}
-	gEdges := make([]graph.Edge, 0, len(edges))
 	seenEdge := map[string]int{}
 	for _, e := range edges {
 		e.EvidenceChunkIDs = []string{ids[e.chunk]}
 		e.FirstSeen, e.LastSeen = observed, observed
 		if i, dup := seenEdge[e.Key()]; dup { // the same edge twice: merge evidence
-			ge := &gEdges[i]
-			if !slices.Contains(ge.EvidenceChunkIDs, ids[e.chunk]) {
-				ge.EvidenceChunkIDs = append(ge.EvidenceChunkIDs, ids[e.chunk])
-			}
-			if e.Confidence > ge.Confidence {
-				ge.Confidence, ge.Origin = e.Confidence, e.Origin
-			}
+			mergeEdge(&p.edges[i], e.Edge)
 			continue
 		}
-		seenEdge[e.Key()] = len(gEdges)
-		gEdges = append(gEdges, e.Edge)
+		seenEdge[e.Key()] = len(p.edges)
+		p.edges = append(p.edges, e.Edge)
 	}
-	if err := g.UpsertEdges(ctx, gEdges...); err != nil {
-		return res, fmt.Errorf("store edges: %w", err)
-	}
-
-	// What the previous version had and this one does not goes.
-	var stale []string
-	for _, id := range previous {
-		if !slices.Contains(ids, id) {
-			stale = append(stale, id)
-		}
-	}
-	if len(stale) > 0 {
-		if res.Removed, err = g.RemoveEvidence(ctx, stale); err != nil {
-			return res, fmt.Errorf("remove stale evidence: %w", err)
-		}
-		if res.RemovedChunks, err = index.Delete(ctx, stale...); err != nil {
-			return res, fmt.Errorf("remove stale chunks: %w", err)
-		}
-	}
-	for _, n := range nodes {
+	for _, n := range p.nodes {
 		res.Nodes = append(res.Nodes, n.Key)
 	}
-	for _, e := range gEdges {
+	for _, e := range p.edges {
 		res.Edges = append(res.Edges, e.Key())
 	}
 	res.Chunks = ids
-	return res, nil
+	return p, nil
+}
+
+// mergeEdge merges e into into, as a second upsert of the same edge would:
+// evidence joined, the higher confidence kept with its origin, seen times
+// widened, props overlaid.
+func mergeEdge(into *graph.Edge, e graph.Edge) {
+	into.EvidenceChunkIDs = slices.Clone(into.EvidenceChunkIDs) // never the list of what was merged
+	for _, c := range e.EvidenceChunkIDs {
+		if !slices.Contains(into.EvidenceChunkIDs, c) {
+			into.EvidenceChunkIDs = append(into.EvidenceChunkIDs, c)
+		}
+	}
+	if e.Confidence > into.Confidence {
+		into.Confidence, into.Origin = e.Confidence, e.Origin
+	}
+	into.FirstSeen, into.LastSeen = earliest(into.FirstSeen, e.FirstSeen), latest(into.LastSeen, e.LastSeen)
+	into.Props = overlay(into.Props, e.Props)
+}
+
+// mergeNode merges n into into, as a second upsert of the same node would.
+func mergeNode(into *graph.Node, n graph.Node) {
+	into.RAGChunks = slices.Clone(into.RAGChunks) // never a request's own list
+	for _, c := range n.RAGChunks {
+		if !slices.Contains(into.RAGChunks, c) {
+			into.RAGChunks = append(into.RAGChunks, c)
+		}
+	}
+	slices.Sort(into.RAGChunks)
+	into.FirstSeen, into.LastSeen = earliest(into.FirstSeen, n.FirstSeen), latest(into.LastSeen, n.LastSeen)
+	into.Props = overlay(into.Props, n.Props)
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// overlay returns a's props with b's written over them (a new map when b
+// has any), as a JSON merge patch of b applied after a's would leave them:
+// nested objects merge, a null stays to remove the key.
+func overlay(a, b map[string]any) map[string]any {
+	if len(b) == 0 {
+		return a
+	}
+	out := make(map[string]any, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		bm, bok := v.(map[string]any)
+		am, aok := out[k].(map[string]any)
+		if aok && bok {
+			v = overlay(am, bm)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// embed computes the vectors of the prepared requests' chunks, in batches
+// across requests.
+func (k *KB) embed(ctx context.Context, ps []*prepared) error {
+	var texts []string
+	for _, p := range ps {
+		texts = append(texts, p.texts...)
+	}
+	vectors := make([][]float32, 0, len(texts))
+	for lo := 0; lo < len(texts); lo += embedBatch {
+		vs, err := k.embedder.Embed(ctx, texts[lo:min(len(texts), lo+embedBatch)])
+		if err != nil {
+			return fmt.Errorf("embed: %w", err)
+		}
+		vectors = append(vectors, vs...)
+	}
+	if len(vectors) != len(texts) {
+		return fmt.Errorf("embed: %d vectors for %d chunks", len(vectors), len(texts))
+	}
+	for _, p := range ps {
+		for i := range p.chunks {
+			p.chunks[i].Vector = vectors[i]
+		}
+		vectors = vectors[len(p.chunks):]
+	}
+	return nil
+}
+
+// write stores prepared requests, by client: their chunks in one upsert,
+// nodes (merged by key) in one, edges (merged by key) in one, then what
+// each source's previous version had and this one does not goes. No two
+// of ps may be versions of one source.
+func (k *KB) write(ctx context.Context, ps []*prepared) error {
+	var clients []string
+	byClient := map[string][]*prepared{}
+	for _, p := range ps {
+		if byClient[p.req.Client] == nil {
+			clients = append(clients, p.req.Client)
+		}
+		byClient[p.req.Client] = append(byClient[p.req.Client], p)
+	}
+	for _, client := range clients {
+		if err := k.writeClient(ctx, client, byClient[client]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) error {
+	index := k.chunks.For(client)
+	previous := make([][]string, len(ps))
+	var chunks []rag.Chunk
+	var nodes []graph.Node
+	var edges []graph.Edge
+	nodeAt, edgeAt := map[string]int{}, map[string]int{}
+	for i, p := range ps {
+		var err error
+		if previous[i], err = index.SourceChunkIDs(ctx, p.sourceURN); err != nil {
+			return err
+		}
+		chunks = append(chunks, p.chunks...)
+		for _, n := range p.nodes {
+			if j, ok := nodeAt[n.Key]; ok {
+				mergeNode(&nodes[j], n)
+				continue
+			}
+			nodeAt[n.Key] = len(nodes)
+			nodes = append(nodes, n)
+		}
+		for _, e := range p.edges {
+			if j, ok := edgeAt[e.Key()]; ok {
+				mergeEdge(&edges[j], e)
+				continue
+			}
+			edgeAt[e.Key()] = len(edges)
+			edges = append(edges, e)
+		}
+	}
+	if err := index.Upsert(ctx, chunks...); err != nil {
+		return fmt.Errorf("store chunks: %w", err)
+	}
+	g := k.graph.For(client)
+	if err := g.UpsertNodes(ctx, nodes...); err != nil {
+		return fmt.Errorf("store nodes: %w", err)
+	}
+	if err := g.UpsertEdges(ctx, edges...); err != nil {
+		return fmt.Errorf("store edges: %w", err)
+	}
+	for i, p := range ps {
+		if err := k.removeStale(ctx, client, p, previous[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeStale drops what the source's previous version had (previous) and
+// p's does not.
+func (k *KB) removeStale(ctx context.Context, client string, p *prepared, previous []string) error {
+	var stale []string
+	for _, id := range previous {
+		if !slices.Contains(p.res.Chunks, id) {
+			stale = append(stale, id)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	var err error
+	if p.res.Removed, err = k.graph.For(client).RemoveEvidence(ctx, stale); err != nil {
+		return fmt.Errorf("remove stale evidence: %w", err)
+	}
+	if p.res.RemovedChunks, err = k.chunks.For(client).Delete(ctx, stale...); err != nil {
+		return fmt.Errorf("remove stale chunks: %w", err)
+	}
+	return nil
 }

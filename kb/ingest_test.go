@@ -3,6 +3,7 @@ package kb_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -378,4 +379,104 @@ func TestIngestMentionsOnly(t *testing.T) {
 	if edges["sent_by"]+edges["blocks"] != 0 || edges["mentions"] != 4 {
 		t.Fatalf("edges %v (ingest %+v)", edges, res)
 	}
+}
+
+// IngestBatch leaves the same graph and chunks as Ingest one request at a
+// time: nodes and edges shared by several requests merged, a source's two
+// versions in one batch written in order, and a request that cannot be
+// ingested costing only itself.
+func TestIngestBatchEqualsOneByOne(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	pad := strings.Repeat(" More words to read.", kb.ChunkTokens/8)
+	reqs := []kb.IngestRequest{
+		{Client: "acme", MainNode: "jira:TASK-1", Title: "Login fails", ObservedAt: at, Props: map[string]any{"status": "Open", "meta": map[string]any{"a": 1.0}},
+			Header: "Reporter: person:ann", Relations: []kb.MetaRelation{{From: "jira:TASK-1", Type: "reported_by", To: "person:ann", Evidence: "Reporter: person:ann"}},
+			Content: "Login fails after a reset; person:bob saw it too." + pad + "\n\nSee jira:TASK-2 for the cache." + pad},
+		{Client: "acme", MainNode: "jira:TASK-2", Title: "Cache expiry", ObservedAt: at.Add(time.Minute),
+			Content: "The cache keeps old credentials; person:bob and person:ann know." + pad + "\n\nRelated: jira:TASK-1 -[RELATES_TO]-> jira:TASK-2"},
+		{Client: "acme", MainNode: "jira:TASK-3", Content: "   \n\t "}, // empty: refused
+		{Client: "acme", MainNode: "confluence:runbook", SourceURN: "confluence:42", ObservedAt: at,
+			Content: "Escalation: page person:carol first." + pad + "\n\nDatabases: service:orders-db for jira:TASK-1." + pad},
+		// A mention of TASK-1 with props of its own, later: they overlay.
+		{Client: "acme", MainNode: "jira:TASK-1", SourceURN: "jira:TASK-1#comment", ObservedAt: at.Add(2 * time.Minute), Props: map[string]any{"status": "Closed", "meta": map[string]any{"b": 2.0}},
+			Content: "Fixed by person:bob in the session service; jira:TASK-2 was the cause."},
+		{Client: "other", MainNode: "jira:TASK-1", ObservedAt: at, Content: "Another client's TASK-1, about person:bob."},
+		{Client: "acme", MainNode: "bad ref with spaces", Content: "A main node that cannot be a ref."},
+		// The runbook's second version in the same batch: drops carol and the database.
+		{Client: "acme", MainNode: "confluence:runbook", SourceURN: "confluence:42", ObservedAt: at.Add(time.Hour),
+			Content: "Escalation: page person:dan first." + pad},
+	}
+	one, batch := newEnv(t), newEnv(t)
+	var wantErr []bool
+	var want []kb.IngestResult
+	for _, r := range reqs {
+		res, err := one.kb.Ingest(ctx, r)
+		want, wantErr = append(want, res), append(wantErr, err != nil)
+	}
+	got, errs := batch.kb.IngestBatch(ctx, reqs)
+	if len(got) != len(reqs) || len(errs) != len(reqs) {
+		t.Fatalf("%d results, %d errors for %d requests", len(got), len(errs), len(reqs))
+	}
+	for i := range reqs {
+		if (errs[i] != nil) != wantErr[i] {
+			t.Errorf("request %d: batch error %v, one by one failed: %v", i, errs[i], wantErr[i])
+		}
+		if !slices.Equal(got[i].Chunks, want[i].Chunks) || !slices.Equal(got[i].Nodes, want[i].Nodes) || !slices.Equal(got[i].Edges, want[i].Edges) {
+			t.Errorf("request %d: batch result %+v, one by one %+v", i, got[i], want[i])
+		}
+	}
+	if !errors.Is(errs[2], kb.ErrEmptyContent) || !errors.Is(errs[6], kb.ErrBadRef) {
+		t.Errorf("bad requests: %v, %v", errs[2], errs[6])
+	}
+	if got[7].RemovedChunks != 2 {
+		t.Errorf("the second version removed %d chunks, want the first's 2", got[7].RemovedChunks)
+	}
+	for _, client := range []string{"acme", "other"} {
+		wantNodes, err1 := one.graph.For(client).ListNodes(ctx, graph.NodeQuery{Limit: 1000})
+		gotNodes, err2 := batch.graph.For(client).ListNodes(ctx, graph.NodeQuery{Limit: 1000})
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		if len(gotNodes) != len(wantNodes) {
+			t.Fatalf("%s: %d nodes in batch, %d one by one", client, len(gotNodes), len(wantNodes))
+		}
+		for i, n := range gotNodes {
+			w := wantNodes[i]
+			if n.Key != w.Key || !sameSet(n.RAGChunks, w.RAGChunks) || !n.FirstSeen.Equal(w.FirstSeen) || !n.LastSeen.Equal(w.LastSeen) || fmt.Sprint(n.Props) != fmt.Sprint(w.Props) {
+				t.Errorf("%s: node %+v, one by one %+v", client, n, w)
+			}
+		}
+		wantCounts, _ := one.graph.For(client).CountEdgesByType(ctx)
+		gotCounts, _ := batch.graph.For(client).CountEdgesByType(ctx)
+		if fmt.Sprint(gotCounts) != fmt.Sprint(wantCounts) {
+			t.Errorf("%s: edges %v, one by one %v", client, gotCounts, wantCounts)
+		}
+		wantChunks, _ := one.chunks.For(client).Count(ctx)
+		gotChunks, _ := batch.chunks.For(client).Count(ctx)
+		if gotChunks != wantChunks {
+			t.Errorf("%s: %d chunks, one by one %d", client, gotChunks, wantChunks)
+		}
+	}
+	for _, key := range []string{"reported_by::jira:task-1->person:ann", "mentions::jira:task-1->jira:task-2", "relates_to::jira:task-1->jira:task-2", "mentions::jira:task-2->person:bob"} {
+		w, err1 := one.graph.For("acme").Edge(ctx, key)
+		g, err2 := batch.graph.For("acme").Edge(ctx, key)
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if !sameSet(g.EvidenceChunkIDs, w.EvidenceChunkIDs) || g.Confidence != w.Confidence || g.Origin != w.Origin || !g.FirstSeen.Equal(w.FirstSeen) || !g.LastSeen.Equal(w.LastSeen) {
+			t.Errorf("edge %s: %+v, one by one %+v", key, g, w)
+		}
+	}
+	if _, err := batch.graph.For("acme").Node(ctx, "person:carol"); !errors.Is(err, graph.ErrNotFound) {
+		t.Errorf("the first version's person:carol survived the second in one batch: %v", err)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }

@@ -100,7 +100,10 @@ func ParseRelations(text string, main Ref) (rels []Found, mentions []Mention) {
 			line = line[:maxLineScan]
 		}
 		covered := make([][2]int, 0, 2)
-		for _, re := range []*regexp.Regexp{bracketRE, arrowRE, pipeRE} {
+		for _, re := range syntaxREs {
+			if !strings.Contains(line, re.needs) { // it cannot match: skip the scan
+				continue
+			}
 			for _, m := range re.FindAllStringSubmatchIndex(line, -1) {
 				if overlaps(covered, m[0], m[1]) {
 					continue
@@ -116,6 +119,9 @@ func ParseRelations(text string, main Ref) (rels []Found, mentions []Mention) {
 					return rels, mentions
 				}
 			}
+		}
+		if !strings.Contains(line, ":") {
+			continue
 		}
 		for _, m := range mentionRE.FindAllStringSubmatchIndex(line, -1) {
 			if overlaps(covered, m[2], m[5]) || notNamespace(line[m[2]:m[3]]) {
@@ -133,6 +139,13 @@ func ParseRelations(text string, main Ref) (rels []Found, mentions []Mention) {
 	}
 	return rels, mentions
 }
+
+// syntaxREs are the relationship syntaxes in the order they claim text,
+// each with a literal every match holds.
+var syntaxREs = []struct {
+	*regexp.Regexp
+	needs string
+}{{bracketRE, "]->"}, {arrowRE, "->"}, {pipeRE, "|"}}
 
 func overlaps(spans [][2]int, lo, hi int) bool {
 	for _, s := range spans {

@@ -185,18 +185,32 @@ func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) erro
 		}
 	}
 	now := time.Now()
+	ends := make([]string, 0, 2*len(edges))
+	for _, e := range edges {
+		ends = append(ends, e.From, e.To)
+	}
+	slices.Sort(ends)
+	ends = slices.Compact(ends)
 	return g.write(ctx, "upsert edges", func(tx sqlitedb.Tx) error {
-		for _, e := range edges {
-			for _, k := range []string{e.From, e.To} {
-				var one int
-				err := tx.QueryRowContext(ctx, `SELECT 1 FROM nodes WHERE client = ? AND key = ?`, g.client, k).Scan(&one)
-				if err == sql.ErrNoRows {
-					return fmt.Errorf("edge %s: endpoint %s: %w", e.Key(), k, graph.ErrNotFound)
-				}
-				if err != nil {
-					return err
+		// Every endpoint must be a node: one read for all of them.
+		found, err := column(ctx, tx, `SELECT key FROM nodes WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(ends))
+		if err != nil {
+			return err
+		}
+		if len(found) < len(ends) {
+			have := make(map[string]bool, len(found))
+			for _, k := range found {
+				have[k] = true
+			}
+			for _, e := range edges {
+				for _, k := range []string{e.From, e.To} {
+					if !have[k] {
+						return fmt.Errorf("edge %s: endpoint %s: %w", e.Key(), k, graph.ErrNotFound)
+					}
 				}
 			}
+		}
+		for _, e := range edges {
 			props, err := propsJSON(e.Props)
 			if err != nil {
 				return fmt.Errorf("%w: edge %s props: %v", graph.ErrInvalid, e.Key(), err)
