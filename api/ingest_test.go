@@ -112,7 +112,7 @@ func TestIngestedDocumentOvertakesABulkImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waking.Documents, waking.Tasks = ix.Wake, q.Wake
+	waking.Documents, waking.Tasks = ix, q
 	srv := httptest.NewServer(func() http.Handler {
 		mux := http.NewServeMux()
 		api.New(api.Config{Store: waking, KB: f.kb, Logger: slog.New(slog.DiscardHandler)}).Register(mux)
@@ -158,7 +158,10 @@ func TestIngestedDocumentOvertakesABulkImport(t *testing.T) {
 		}
 	}
 	took, after := time.Since(pushed), waiting()
-	if after < before*9/10 {
+	// What was claimed before the push (batches of bulk tasks and
+	// documents, qualifier.DefaultBatch and the indexers' claims) finishes
+	// first; the rest of the bulk waits.
+	if after < before*3/4 {
 		t.Fatalf("searchable after %s, when %d of the bulk's %d waiting documents and tasks had gone first", took, before-after, before)
 	}
 	t.Logf("searchable %s after the push; %d of the bulk's %d waiting documents and tasks went first", took, before-after, before)

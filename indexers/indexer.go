@@ -33,8 +33,8 @@ type Store interface {
 
 // Config tunes the indexer loop.
 type Config struct {
-	Concurrency  int           // documents indexed at once (default 4)
-	BatchSize    int           // documents per claim (default 64)
+	Concurrency  int           // claims indexed at once (default 4)
+	BatchSize    int           // documents per claim, their tasks enqueued together (default 64)
 	LeaseFor     time.Duration // default 1m
 	PollInterval time.Duration // idle claim period (default 1s)
 	// ShutdownTimeout is how long running documents may finish on shutdown
@@ -55,7 +55,7 @@ type Indexer struct {
 	kinds *pollers.Registry
 }
 
-var _ worker.Handler[store.Document] = (*Indexer)(nil)
+var _ worker.BatchHandler[store.Document] = (*Indexer)(nil)
 
 // New returns the indexer loop over st.
 func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
@@ -66,6 +66,7 @@ func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
 		Name:            "indexer",
 		Concurrency:     cmp.Or(cfg.Concurrency, 4),
 		BatchSize:       cmp.Or(cfg.BatchSize, 64),
+		BatchJobs:       cmp.Or(cfg.BatchSize, 64),
 		LeaseFor:        cfg.LeaseFor,
 		PollInterval:    cfg.PollInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout,
@@ -76,10 +77,49 @@ func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
 
 // Handle implements worker.Handler.
 func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (worker.Result, error) {
-	doc := job.Item
+	tasks, err := ix.tasksOf(job.Item)
+	if err != nil {
+		return worker.Result{}, err
+	}
+	return worker.Result{}, ix.enqueue(ctx, job.Item, tasks)
+}
+
+// HandleBatch implements worker.BatchHandler: the documents' tasks are
+// enqueued in one call (each document's alone when that fails, to find
+// which).
+func (ix *Indexer) HandleBatch(ctx context.Context, jobs []worker.Job[store.Document]) []worker.BatchResult {
+	out := make([]worker.BatchResult, len(jobs))
+	tasks := make([][]store.Task, len(jobs))
+	var all []store.Task
+	for i, j := range jobs {
+		tasks[i], out[i].Err = ix.tasksOf(j.Item)
+		all = append(all, tasks[i]...)
+	}
+	if _, err := ix.tasks.EnqueueTasks(ctx, all...); err != nil {
+		for i, j := range jobs {
+			if out[i].Err == nil {
+				out[i].Err = ix.enqueue(ctx, j.Item, tasks[i])
+			}
+		}
+	}
+	return out
+}
+
+// enqueue enqueues a document's tasks. Enqueueing is idempotent: a redo
+// after a crash adds nothing.
+func (ix *Indexer) enqueue(ctx context.Context, doc store.Document, tasks []store.Task) error {
+	if _, err := ix.tasks.EnqueueTasks(ctx, tasks...); err != nil {
+		return fmt.Errorf("document %s: enqueue tasks: %w", doc.ID, err)
+	}
+	return nil
+}
+
+// tasksOf returns the document's tasks: its DATA_PROCESSING task and a
+// LINK_PROCESSING task per distinct link.
+func (ix *Indexer) tasksOf(doc store.Document) ([]store.Task, error) {
 	n := doc.Normalized
 	if reason, ok := n.Metadata[store.MetaParseError].(string); ok {
-		return worker.Result{}, worker.Malformed(fmt.Errorf("%s %s: %s", doc.SourceType, doc.ExternalID, reason))
+		return nil, worker.Malformed(fmt.Errorf("%s %s: %s", doc.SourceType, doc.ExternalID, reason))
 	}
 	kind := ix.kinds.Kind(doc.SourceType)
 	shape := kind.Shape(doc)
@@ -103,21 +143,17 @@ func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (
 	tasks := make([]store.Task, 0, 1+len(found))
 	payload, err := json.Marshal(data)
 	if err != nil {
-		return worker.Result{}, worker.Permanent(fmt.Errorf("document %s: data payload: %w", doc.ID, err))
+		return nil, worker.Permanent(fmt.Errorf("document %s: data payload: %w", doc.ID, err))
 	}
 	tasks = append(tasks, store.Task{Kind: store.KindData, Client: doc.Client, SourceDoc: doc.ID, Payload: payload, CorrelationID: doc.ID, Priority: doc.Priority})
 	for _, l := range found {
 		p, err := json.Marshal(store.LinkPayload{URL: l.URL, SourceDoc: doc.ID, SourceType: doc.SourceType, Title: title, From: shape.Sender, Context: l.Context})
 		if err != nil {
-			return worker.Result{}, worker.Permanent(fmt.Errorf("document %s: link payload: %w", doc.ID, err))
+			return nil, worker.Permanent(fmt.Errorf("document %s: link payload: %w", doc.ID, err))
 		}
 		tasks = append(tasks, store.Task{Kind: store.KindLink, Client: doc.Client, SourceDoc: doc.ID, Payload: p, CorrelationID: doc.ID, Priority: doc.Priority})
 	}
-	// Enqueueing is idempotent: a redo after a crash adds nothing.
-	if _, err := ix.tasks.EnqueueTasks(ctx, tasks...); err != nil {
-		return worker.Result{}, fmt.Errorf("document %s: enqueue tasks: %w", doc.ID, err)
-	}
-	return worker.Result{}, nil
+	return tasks, nil
 }
 
 // summary says in one line what the document is and which links it has.

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/urgency"
 )
 
 // Ingester is the one way documents get into the store — for the
@@ -92,6 +93,9 @@ func (in Ingester) File(ctx context.Context, client, connection, name string, co
 // stored as unparsable with the reason.
 func (in Ingester) put(ctx context.Context, client, connection string, d store.Document) (Receipt, error) {
 	d.Client, d.Connection, d.Priority = client, connection, in.Priority
+	if in.Priority > store.PriorityBulk {
+		ctx = urgency.With(ctx) // a live document's write goes before bulk ones
+	}
 	stored, created, err := in.Store.PutDocument(ctx, d)
 	if errors.Is(err, store.ErrInvalid) {
 		st := d.SourceType

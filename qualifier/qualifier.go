@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
@@ -68,7 +69,12 @@ type Config struct {
 	// makes the routing decision; without it the rules decide.
 	Agent          *agent.Agent
 	UncertainLinks string // PolicyAuto (default), PolicyRecord, PolicyFetch or PolicyModel
-	Concurrency    int    // tasks at once (default 4)
+	Concurrency    int    // tasks at once, or batches with Batch above 1 (default 4)
+	// Batch is how many tasks are handled together (HandleBatch): their
+	// documents ingested with one write per store (kb.IngestBatch), their
+	// TaskMemory and identity facts in one; 1: each alone. Default
+	// DefaultBatch. With an Agent, always 1.
+	Batch int
 	// PossibleDuplicates, above 0, is the similarity from which an item of
 	// a kind whose items can duplicate one another (pollers.About.Duplicates)
 	// is joined to a like item of its source type by a possible_duplicate
@@ -88,12 +94,16 @@ type Config struct {
 	Observe func(stage string, outcome worker.Outcome, took time.Duration)
 }
 
+// DefaultBatch is how many tasks the rules qualifier takes together by
+// default.
+const DefaultBatch = 16
+
 // Qualifier is the worker.Handler of the qualification loop.
 type Qualifier struct {
 	cfg Config
 }
 
-var _ worker.Handler[store.Task] = (*Qualifier)(nil)
+var _ worker.BatchHandler[store.Task] = (*Qualifier)(nil)
 
 // New returns the qualification loop.
 func New(cfg Config) (*worker.Worker[store.Task], error) {
@@ -120,8 +130,12 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 	default:
 		return nil, fmt.Errorf("qualifier: uncertain-link policy %q is not %s, %s, %s or %s", cfg.UncertainLinks, PolicyAuto, PolicyRecord, PolicyFetch, PolicyModel)
 	}
+	batch := cmp.Or(cfg.Batch, DefaultBatch)
+	if cfg.Agent != nil {
+		batch = 1 // the model's calls are the cost, one task at a time
+	}
 	return worker.New(store.TaskQueue{Tasks: cfg.Store, Stage: store.StageQualify}, &Qualifier{cfg: cfg}, worker.Config{
-		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), LeaseFor: cfg.LeaseFor, BackoffBase: cfg.BackoffBase, PollInterval: cfg.PollInterval,
+		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), BatchJobs: batch, LeaseFor: cfg.LeaseFor, BackoffBase: cfg.BackoffBase, PollInterval: cfg.PollInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger, Observe: cfg.Observe,
 	})
 }
@@ -130,38 +144,210 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 // using any tool: retried, then FAILED with that reason.
 const ClassEmptyExtraction = "empty_extraction"
 
+// plan is one task's qualification made ready for its ingest: the request,
+// what an ingest error means for the task, and what follows the ingest.
+type plan struct {
+	req kb.IngestRequest
+	// apart: the task is run on its own (run), beside a batch, never in
+	// its sequence: it fetches a page.
+	apart  bool
+	failed func(error) error
+	finish func(context.Context, kb.IngestResult) (finished, error)
+}
+
+// finished is what a task leaves once its knowledge is written: its
+// TaskMemory, the identity facts its document states, its outcome.
+type finished struct {
+	mem    store.TaskMemory
+	facts  *store.IdentityFactSet
+	result worker.Result
+}
+
+// lookups reads what plans need per client, once per batch.
+type lookups struct {
+	q          *Qualifier
+	namespaces map[string][]string
+	patterns   map[string][]store.LinkPattern
+	documents  map[[2]string]store.Document // a document's link tasks come with its data task
+}
+
+func (q *Qualifier) lookups() *lookups {
+	return &lookups{q: q, namespaces: map[string][]string{}, patterns: map[string][]store.LinkPattern{}, documents: map[[2]string]store.Document{}}
+}
+
+func (l *lookups) document(ctx context.Context, client, id string) (store.Document, error) {
+	return remember(l.documents, [2]string{client, id}, func() (store.Document, error) { return l.q.cfg.Store.GetDocument(ctx, client, id) })
+}
+
+func (l *lookups) mentionNamespaces(ctx context.Context, client string) ([]string, error) {
+	return remember(l.namespaces, client, func() ([]string, error) { return l.q.mentionNamespaces(ctx, client) })
+}
+
+func (l *lookups) linkPatterns(ctx context.Context, client string) ([]store.LinkPattern, error) {
+	return remember(l.patterns, client, func() ([]store.LinkPattern, error) { return l.q.cfg.Store.ListLinkPatterns(ctx, client) })
+}
+
+// remember returns m[k], read by get the first time (an error is not kept).
+func remember[K comparable, V any](m map[K]V, k K, get func() (V, error)) (V, error) {
+	if v, ok := m[k]; ok {
+		return v, nil
+	}
+	v, err := get()
+	if err == nil {
+		m[k] = v
+	}
+	return v, err
+}
+
 // Handle implements worker.Handler.
 func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (worker.Result, error) {
-	t := job.Item
-	doc, err := q.cfg.Store.GetDocument(ctx, t.Client, t.SourceDoc)
-	if errors.Is(err, store.ErrNotFound) {
-		return worker.Result{}, worker.Permanent(fmt.Errorf("task %s: source document %s is gone", t.ID, t.SourceDoc))
-	}
+	p, err := q.plan(ctx, job.Item, q.lookups())
 	if err != nil {
 		return worker.Result{}, err
+	}
+	return q.run(ctx, p)
+}
+
+// run qualifies one planned task on its own: ingest, finish, save.
+func (q *Qualifier) run(ctx context.Context, p *plan) (worker.Result, error) {
+	res, err := q.cfg.KB.Ingest(ctx, p.req)
+	if err != nil {
+		return worker.Result{}, p.failed(err)
+	}
+	f, err := p.finish(ctx, res)
+	if err != nil {
+		return worker.Result{}, err
+	}
+	if err := q.save(ctx, []finished{f}); err != nil {
+		return worker.Result{}, err
+	}
+	return f.result, nil
+}
+
+// HandleBatch implements worker.BatchHandler: the tasks' documents are
+// ingested together (kb.IngestBatch) and their TaskMemory and identity
+// facts written together; a task that fetches a page is handled on its
+// own, beside the batch. Each task's outcome is its own.
+func (q *Qualifier) HandleBatch(ctx context.Context, jobs []worker.Job[store.Task]) []worker.BatchResult {
+	out := make([]worker.BatchResult, len(jobs))
+	var apart sync.WaitGroup
+	defer apart.Wait()
+	l := q.lookups()
+	plans := make([]*plan, 0, len(jobs))
+	at := make([]int, 0, len(jobs)) // plans[i] is jobs[at[i]]'s
+	for i, j := range jobs {
+		p, err := q.plan(ctx, j.Item, l)
+		switch {
+		case err != nil:
+			out[i].Err = err
+		case p.apart:
+			apart.Go(func() { out[i].Result, out[i].Err = q.run(ctx, p) })
+		default:
+			plans, at = append(plans, p), append(at, i)
+		}
+	}
+	reqs := make([]kb.IngestRequest, len(plans))
+	for n, p := range plans {
+		reqs[n] = p.req
+	}
+	results, errs := q.cfg.KB.IngestBatch(ctx, reqs)
+	var fs []finished
+	var fat []int // fs[n] is jobs[fat[n]]'s
+	for n, p := range plans {
+		i := at[n]
+		if errs[n] != nil {
+			out[i].Err = p.failed(errs[n])
+			continue
+		}
+		f, err := p.finish(ctx, results[n])
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		fs, fat = append(fs, f), append(fat, i)
+	}
+	if err := q.save(ctx, fs); err != nil {
+		for n, f := range fs { // find which: each alone
+			out[fat[n]].Err = q.save(ctx, []finished{f})
+		}
+	}
+	for n, f := range fs {
+		if out[fat[n]].Err == nil {
+			out[fat[n]].Result = f.result
+		}
+	}
+	return out
+}
+
+// save writes what finished tasks leave: identity facts, then TaskMemory.
+func (q *Qualifier) save(ctx context.Context, fs []finished) error {
+	var sets []store.IdentityFactSet
+	var mems []store.TaskMemory
+	said := false
+	for _, f := range fs {
+		if f.facts != nil {
+			sets = append(sets, *f.facts)
+			said = said || len(f.facts.Facts) > 0
+		}
+		mems = append(mems, f.mem)
+	}
+	if len(sets) > 0 {
+		if err := q.cfg.Store.PutIdentityFactSets(ctx, sets); err != nil {
+			return fmt.Errorf("identity facts: %w", err)
+		}
+		if said && q.cfg.OnIdentities != nil {
+			q.cfg.OnIdentities()
+		}
+	}
+	if err := q.cfg.Store.SaveTaskMemories(ctx, mems); err != nil {
+		return fmt.Errorf("task memory: %w", err)
+	}
+	return nil
+}
+
+// plan reads task t's document and makes its qualification ready.
+func (q *Qualifier) plan(ctx context.Context, t store.Task, l *lookups) (*plan, error) {
+	doc, err := l.document(ctx, t.Client, t.SourceDoc)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, worker.Permanent(fmt.Errorf("task %s: source document %s is gone", t.ID, t.SourceDoc))
+	}
+	if err != nil {
+		return nil, err
+	}
+	namespaces, err := l.mentionNamespaces(ctx, t.Client)
+	if err != nil {
+		return nil, err
 	}
 	if t.Kind == store.KindLink {
-		return q.link(ctx, t, doc)
-	}
-	namespaces, err := q.mentionNamespaces(ctx, t.Client)
-	if err != nil {
-		return worker.Result{}, err
+		return q.planLink(ctx, t, doc, namespaces, l)
 	}
 	shape := q.cfg.Kinds.Shape(doc)
 	structure := rules.Structure(shape, doc)
 	structure.MentionNamespaces = namespaces
-	res, err := q.cfg.KB.Ingest(ctx, structure)
-	if err != nil {
-		if isMalformed(err) {
-			return worker.Result{}, worker.Malformed(fmt.Errorf("document %s: %w", doc.ExternalID, err))
-		}
-		return worker.Result{}, fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
-	}
-	if err := q.identities(ctx, doc, shape, append(slices.Clone(res.Nodes), res.Aliased...)); err != nil {
-		return worker.Result{}, err
+	return &plan{
+		req: structure,
+		failed: func(err error) error {
+			if isMalformed(err) {
+				return worker.Malformed(fmt.Errorf("document %s: %w", doc.ExternalID, err))
+			}
+			return fmt.Errorf("ingest %s: %w", doc.ExternalID, err)
+		},
+		finish: func(ctx context.Context, res kb.IngestResult) (finished, error) {
+			return q.finishData(ctx, t, doc, shape, structure, res)
+		},
+	}, nil
+}
+
+// finishData routes a DATA_PROCESSING task whose document was ingested:
+// its identity facts, possible duplicates, the agent's additions when
+// there is one, its TaskMemory.
+func (q *Qualifier) finishData(ctx context.Context, t store.Task, doc store.Document, shape pollers.Shape, structure kb.IngestRequest, res kb.IngestResult) (finished, error) {
+	var f finished
+	if source, facts := IdentityFacts(shape, doc, append(slices.Clone(res.Nodes), res.Aliased...)); source != "" {
+		f.facts = &store.IdentityFactSet{Client: doc.Client, Source: source, Facts: facts}
 	}
 	if err := q.possibleDuplicates(ctx, doc, structure, &res); err != nil {
-		return worker.Result{}, err
+		return f, err
 	}
 	decision, reason := rules.Route(shape, doc, q.cfg.Users)
 	asks := rules.Asked(shape, doc)
@@ -172,41 +358,23 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 			Content: structure.Content, Summary: summary, Decision: decision, Reason: reason})
 		usage, _ = json.Marshal(out.Usage)
 		if errors.Is(err, agent.ErrEmptyExtraction) {
-			return worker.Result{}, worker.Classify(ClassEmptyExtraction, false, true, fmt.Errorf("document %s: %w", doc.ExternalID, err))
+			return f, worker.Classify(ClassEmptyExtraction, false, true, fmt.Errorf("document %s: %w", doc.ExternalID, err))
 		}
 		if err != nil {
-			return worker.Result{}, err
+			return f, err
 		}
 		decision, reason, summary = out.Decision, out.Reason, out.Summary
 		res.Nodes, res.Chunks = append(res.Nodes, out.Nodes...), append(res.Chunks, out.Chunks...)
 	}
 	structured, _ := json.Marshal(map[string]any{"title": doc.Normalized.Title, "metadata": compact(doc.Normalized.Metadata)})
-	mem := store.TaskMemory{
+	f.mem = store.TaskMemory{
 		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: summary,
 		GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, StructuredData: structured,
 		RoutingDecision: store.TaskState(decision), RoutingReason: reason, SourceType: doc.SourceType, SourceID: doc.ID,
 		Warnings: res.Warnings, MainNode: res.MainNode, Asks: &asks,
 	}
-	if err := q.cfg.Store.SaveTaskMemory(ctx, mem); err != nil {
-		return worker.Result{}, fmt.Errorf("task memory: %w", err)
-	}
-	return worker.Result{Next: decision, Usage: usage}, nil
-}
-
-// identities records what the document says about who its people are
-// (IdentityFacts): the identity resolver's input (IdentityLoop).
-func (q *Qualifier) identities(ctx context.Context, doc store.Document, shape pollers.Shape, nodes []string) error {
-	source, facts := IdentityFacts(shape, doc, nodes)
-	if source == "" {
-		return nil
-	}
-	if err := q.cfg.Store.PutIdentityFacts(ctx, doc.Client, source, facts); err != nil {
-		return fmt.Errorf("identity facts: %w", err)
-	}
-	if len(facts) > 0 && q.cfg.OnIdentities != nil {
-		q.cfg.OnIdentities()
-	}
-	return nil
+	f.result = worker.Result{Next: decision, Usage: usage}
+	return f, nil
 }
 
 // IdentityFacts are what a document says about who its people are (its
@@ -258,23 +426,22 @@ func (q *Qualifier) possibleDuplicates(ctx context.Context, doc store.Document, 
 	return err
 }
 
-// link handles a LINK_PROCESSING task: a link already fetched is DONE; a
-// link is classified (qualifier/linksafety) and recorded — a link node,
-// found_in its source document, with the text around it as evidence — and a
-// SAFE one (or an UNCERTAIN one under PolicyFetch, or that the model chose
-// under PolicyModel) is fetched by the guarded
-// client and its page ingested as the link node's content. A fetched page's
-// own links are in its text; they are never queued.
-func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) (worker.Result, error) {
+// planLink makes a LINK_PROCESSING task ready: the link is classified
+// (qualifier/linksafety) and recorded — a link node, found_in its source
+// document, with the text around it as evidence — and a SAFE one (or an
+// UNCERTAIN one under PolicyFetch, or that the model chose under
+// PolicyModel) is fetched by the guarded client once recorded, and its
+// page ingested as the link node's content. A fetched page's own links are
+// in its text; they are never queued.
+func (q *Qualifier) planLink(ctx context.Context, t store.Task, doc store.Document, namespaces []string, l *lookups) (*plan, error) {
 	var p store.LinkPayload
 	if err := json.Unmarshal(t.Payload, &p); err != nil || p.URL == "" {
-		return worker.Result{}, worker.Permanent(fmt.Errorf("task %s: link payload: %v", t.ID, err))
+		return nil, worker.Permanent(fmt.Errorf("task %s: link payload: %v", t.ID, err))
 	}
 	linkRef := kb.BoundedRef("link", p.URL)
-	pageURN := "page:" + p.URL
-	patterns, err := q.cfg.Store.ListLinkPatterns(ctx, t.Client)
+	patterns, err := l.linkPatterns(ctx, t.Client)
 	if err != nil {
-		return worker.Result{}, err
+		return nil, err
 	}
 	verdict, why := linksafety.Classify(p.URL, patterns)
 	fetch := verdict == linksafety.Safe || verdict == linksafety.Uncertain && q.cfg.UncertainLinks == PolicyFetch
@@ -283,72 +450,81 @@ func (q *Qualifier) link(ctx context.Context, t store.Task, doc store.Document) 
 		d, err := q.cfg.Agent.DecideLink(ctx, p.URL, p.Context)
 		usage, _ = json.Marshal(d.Usage)
 		if err != nil {
-			return worker.Result{}, err // retried with backoff, then FAILED with the reason
+			return nil, err // retried with backoff, then FAILED with the reason
 		}
 		fetch, why = d.Fetch, why+"; "+d.Reason
-	}
-	reason := fmt.Sprintf("%s (%s): recorded, not fetched", verdict, why)
-	if fetch {
-		reason = fmt.Sprintf("%s (%s): fetched", verdict, why)
 	}
 	evidence := "Link " + p.URL + " found in " + cmp.Or(p.Title, doc.ExternalID)
 	if p.Context != "" {
 		evidence += ":\n\n" + p.Context
 	}
-	namespaces, err := q.mentionNamespaces(ctx, t.Client)
-	if err != nil {
-		return worker.Result{}, err
+	return &plan{
+		apart: fetch,
+		req: kb.IngestRequest{
+			Client: t.Client, MainNode: linkRef, Props: map[string]any{"url": p.URL, "verdict": string(verdict)},
+			Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: q.cfg.Kinds.Shape(doc).Main}},
+			SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: kb.KindLink, ObservedAt: doc.ObservedAt,
+			MentionNamespaces: namespaces,
+		},
+		failed: func(err error) error {
+			if isMalformed(err) {
+				return worker.Malformed(fmt.Errorf("link %s: %w", p.URL, err))
+			}
+			return err
+		},
+		finish: func(ctx context.Context, res kb.IngestResult) (finished, error) {
+			reason := fmt.Sprintf("%s (%s): recorded, not fetched", verdict, why)
+			if fetch {
+				var err error
+				if reason, err = q.fetchLink(ctx, t, p.URL, linkRef, verdict, why, namespaces, &res); err != nil {
+					return finished{}, err
+				}
+			}
+			return finished{
+				mem: store.TaskMemory{
+					TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: evidence,
+					GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, RoutingDecision: store.TaskDone, RoutingReason: reason,
+					SourceType: doc.SourceType, SourceID: doc.ID, Warnings: res.Warnings,
+				},
+				result: worker.Result{Next: rules.Done, Usage: usage},
+			}, nil
+		},
+	}, nil
+}
+
+// fetchLink fetches a recorded link's page, unless it was already, and
+// ingests it as the link node's content (its chunks added to res); it
+// returns the routing reason.
+func (q *Qualifier) fetchLink(ctx context.Context, t store.Task, url, linkRef string, verdict linksafety.Verdict, why string, namespaces []string, res *kb.IngestResult) (string, error) {
+	pageURN := "page:" + url
+	done, err := q.cfg.KB.Indexed(ctx, t.Client, pageURN)
+	switch {
+	case err != nil:
+		return "", err
+	case done:
+		return fmt.Sprintf("%s (%s): already fetched and indexed", verdict, why), nil
 	}
-	res, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
-		Client: t.Client, MainNode: linkRef, Props: map[string]any{"url": p.URL, "verdict": string(verdict)},
-		Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: q.cfg.Kinds.Shape(doc).Main}},
-		SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: kb.KindLink, ObservedAt: doc.ObservedAt,
+	page, err := q.cfg.Fetcher.Fetch(ctx, url)
+	switch {
+	case errors.Is(err, linksafety.ErrRefused):
+		return fmt.Sprintf("%s (%s): fetch refused: %v", verdict, why, err), nil
+	case err != nil:
+		return "", err // a network failure: retried with backoff
+	}
+	reason := fmt.Sprintf("%s (%s): fetched", verdict, why)
+	pres, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
+		Client: t.Client, MainNode: linkRef, Props: map[string]any{"title": page.Title, "fetched": true},
+		Content: cmp.Or(page.Title, url) + "\n\n" + page.Text, SourceURN: pageURN, SourceType: "LINK", Kind: kb.KindPage,
 		MentionNamespaces: namespaces,
 	})
+	if err != nil && !isMalformed(err) {
+		return "", err
+	}
 	if err != nil {
-		if isMalformed(err) {
-			return worker.Result{}, worker.Malformed(fmt.Errorf("link %s: %w", p.URL, err))
-		}
-		return worker.Result{}, err
+		reason = fmt.Sprintf("%s (%s): fetched, but the page has nothing to index: %v", verdict, why, err)
 	}
-	if fetch {
-		done, err := q.cfg.KB.Indexed(ctx, t.Client, pageURN)
-		switch {
-		case err != nil:
-			return worker.Result{}, err
-		case done:
-			reason = fmt.Sprintf("%s (%s): already fetched and indexed", verdict, why)
-		default:
-			page, err := q.cfg.Fetcher.Fetch(ctx, p.URL)
-			switch {
-			case errors.Is(err, linksafety.ErrRefused):
-				reason = fmt.Sprintf("%s (%s): fetch refused: %v", verdict, why, err)
-			case err != nil:
-				return worker.Result{}, err // a network failure: retried with backoff
-			default:
-				pres, err := q.cfg.KB.Ingest(ctx, kb.IngestRequest{
-					Client: t.Client, MainNode: linkRef, Props: map[string]any{"title": page.Title, "fetched": true},
-					Content: cmp.Or(page.Title, p.URL) + "\n\n" + page.Text, SourceURN: pageURN, SourceType: "LINK", Kind: kb.KindPage,
-					MentionNamespaces: namespaces,
-				})
-				if err != nil && !isMalformed(err) {
-					return worker.Result{}, err
-				}
-				if err != nil {
-					reason = fmt.Sprintf("%s (%s): fetched, but the page has nothing to index: %v", verdict, why, err)
-				}
-				res.Chunks = append(res.Chunks, pres.Chunks...)
-			}
-		}
-	}
-	if err := q.cfg.Store.SaveTaskMemory(ctx, store.TaskMemory{
-		TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: evidence,
-		GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, RoutingDecision: store.TaskDone, RoutingReason: reason,
-		SourceType: doc.SourceType, SourceID: doc.ID, Warnings: res.Warnings,
-	}); err != nil {
-		return worker.Result{}, err
-	}
-	return worker.Result{Next: rules.Done, Usage: usage}, nil
+	res.Chunks = append(res.Chunks, pres.Chunks...)
+	return reason, nil
 }
 
 // isMalformed reports the knowledge base's validation errors: content or a

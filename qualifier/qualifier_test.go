@@ -92,11 +92,22 @@ func loadDemo(t testing.TB, st store.Store) []store.Document {
 // drain runs the indexers and the qualifier until no work is left.
 func drain(t *testing.T, e env, users []string) { pipelinetest.Drain(t, e.st, e.kb, users) }
 
+// The demo corpus qualified in batches (the default) and one task at a
+// time: the same checks hold both ways.
 func TestDemoCorpusWithTheRulesQualifier(t *testing.T) {
 	t.Parallel()
+	for _, batch := range []int{qualifier.DefaultBatch, 1} {
+		t.Run(fmt.Sprint("batch ", batch), func(t *testing.T) {
+			t.Parallel()
+			testDemoCorpus(t, batch)
+		})
+	}
+}
+
+func testDemoCorpus(t *testing.T, batch int) {
 	e := newEnv(t)
 	docs := loadDemo(t, e.st)
-	drain(t, e, []string{"bob.smith@kestrel.test"})
+	pipelinetest.DrainWith(t, e.st, e.kb, qualifier.Config{Users: []string{"bob.smith@kestrel.test"}, Batch: batch})
 	ctx := context.Background()
 	st, _ := e.st.Stats(ctx)
 	data := st.TasksByKind["DATA_PROCESSING"]
@@ -174,8 +185,15 @@ func TestDemoCorpusWithTheRulesQualifier(t *testing.T) {
 
 // BenchmarkQualify reports tasks/s qualified by the rules qualifier on the
 // embedded store: the demo corpus's DATA and LINK tasks, ingest into the
-// knowledge base included, after indexing.
+// knowledge base included, after indexing: one task at a time and in
+// batches (the default).
 func BenchmarkQualify(b *testing.B) {
+	for _, batch := range []int{1, qualifier.DefaultBatch} {
+		b.Run(fmt.Sprint("batch=", batch), func(b *testing.B) { benchmarkQualify(b, batch) })
+	}
+}
+
+func benchmarkQualify(b *testing.B, batch int) {
 	for range b.N {
 		b.StopTimer()
 		e := newEnv(b)
@@ -184,7 +202,7 @@ func BenchmarkQualify(b *testing.B) {
 		runUntil(b, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == int64(len(docs)) }, e.st)
 		s, _ := e.st.Stats(context.Background())
 		tasks := s.Tasks["NEW"]
-		q, _ := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, PollInterval: 10 * time.Millisecond})
+		q, _ := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, Batch: batch, PollInterval: 10 * time.Millisecond})
 		b.StartTimer()
 		start := time.Now()
 		runUntil(b, q, func(s store.Stats) bool {

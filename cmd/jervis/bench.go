@@ -285,6 +285,9 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int) (BenchR
 	runtime.ReadMemStats(&mem)
 	run.PeakRSSBytes, run.HeapBytes = peakRSS(), mem.HeapAlloc
 	run.DiskBytesPer1000 = per1000(float64(eval.DiskBytes(dir)), run.Documents)
+	if err := a.writeHeapProfile(); err != nil { // what this corpus holds, its stores still open
+		return run, err
+	}
 	return run, nil
 }
 

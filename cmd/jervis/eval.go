@@ -225,12 +225,12 @@ func (a *app) drainWhile(ctx context.Context, st *store.Waking, k *embedded.KB, 
 		return 0, 0, err
 	}
 	ids := qualifier.NewIdentityLoop(st, k.KB, a.log)
-	q, err := qualifier.New(qualifier.Config{Store: st, KB: k.KB, Concurrency: a.cfg.Qualifier.Concurrency, UncertainLinks: qualifier.PolicyRecord, PossibleDuplicates: a.cfg.Qualifier.PossibleDuplicates,
+	q, err := qualifier.New(qualifier.Config{Store: st, KB: k.KB, Concurrency: a.cfg.Qualifier.Concurrency, Batch: a.cfg.Qualifier.Batch, UncertainLinks: qualifier.PolicyRecord, PossibleDuplicates: a.cfg.Qualifier.PossibleDuplicates,
 		PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log, OnIdentities: ids.Wake})
 	if err != nil {
 		return 0, 0, err
 	}
-	st.Documents, st.Tasks = ix.Wake, q.Wake
+	st.Documents, st.Tasks = ix, q
 	start := time.Now()
 	bar := a.progress(-1, "indexing and qualifying")
 	err = runWhile(ctx, st, drainPoll, func(s store.Stats) bool {

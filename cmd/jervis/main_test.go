@@ -267,6 +267,19 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// --memprofile writes a heap profile go tool pprof reads when the command
+// ends.
+func TestMemProfileFlag(t *testing.T) {
+	t.Parallel()
+	path, data := filepath.Join(t.TempDir(), "heap.prof"), t.TempDir()
+	if code, _, errOut := runCLI(t, nil, "import", "--data", data, "--client", "acme", "--memprofile", path, t.TempDir()); code != 0 && !strings.Contains(errOut, "nothing") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if b, err := os.ReadFile(path); err != nil || len(b) == 0 || b[0] != 0x1f { // gzip: pprof's format
+		t.Fatalf("profile: %d bytes, %v", len(b), err)
+	}
+}
+
 // --cpuprofile writes a profile go tool pprof reads, whatever the command.
 func TestCPUProfileFlag(t *testing.T) {
 	t.Parallel()

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -26,10 +27,35 @@ func (a *app) startProfile() error {
 	return nil
 }
 
-// endProfile writes the CPU profile out, when one runs.
+// endProfile writes the CPU profile out, when one runs, and the heap
+// profile --memprofile asks for.
 func (a *app) endProfile() {
 	if a.stopProfile != nil {
 		a.stopProfile()
 		a.stopProfile = nil
 	}
+	if !a.heapWritten {
+		if err := a.writeHeapProfile(); err != nil {
+			fmt.Fprintln(a.stderr, "jervis:", err)
+		}
+	}
+}
+
+// writeHeapProfile writes the heap as it is now (after a collection) to
+// --memprofile's file, when it is set.
+func (a *app) writeHeapProfile() error {
+	if a.memProfile == "" {
+		return nil
+	}
+	f, err := os.Create(a.memProfile)
+	if err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	a.heapWritten = true
+	return nil
 }

@@ -79,7 +79,7 @@ func (a *app) serve(parent context.Context) error {
 	var components []component
 	// What this process stores wakes its own workers at once.
 	waking := &store.Waking{Store: st}
-	wake := func() {}
+	var wakeIndexers, wakeQualifier store.Waker
 	m := metrics.New(st.Stats, log)
 	if a.cfg.HasRole("indexers") {
 		ix, err := indexers.New(waking, indexers.Config{
@@ -89,10 +89,9 @@ func (a *app) serve(parent context.Context) error {
 		if err != nil {
 			return err
 		}
-		wake = ix.Wake
+		wakeIndexers = ix
 		components = append(components, ix)
 	}
-	wakeQualifier := func() {}
 	var k *embedded.KB
 	if a.cfg.HasRole("qualifier") || a.cfg.HasRole("api") || a.cfg.HasRole("executor") {
 		if k, err = a.openKB(ctx, st); err != nil {
@@ -101,7 +100,7 @@ func (a *app) serve(parent context.Context) error {
 		defer k.Close()
 	}
 	if a.cfg.HasRole("qualifier") {
-		qc := qualifier.Config{Store: waking, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency,
+		qc := qualifier.Config{Store: waking, KB: k.KB, Users: a.cfg.Qualifier.Users, Concurrency: a.cfg.Qualifier.Concurrency, Batch: a.cfg.Qualifier.Batch,
 			UncertainLinks: a.cfg.Qualifier.UncertainLinks, PossibleDuplicates: a.cfg.Qualifier.PossibleDuplicates, PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob}
 		if m := a.cfg.Qualifier.Model; m != "" {
 			if qc.Agent, err = agent.New(agent.Config{Host: a.cfg.Qualifier.OllamaHost, Model: m, MaxIterations: a.cfg.Qualifier.MaxIterations, KB: k.KB, Cache: st}); err != nil {
@@ -116,9 +115,9 @@ func (a *app) serve(parent context.Context) error {
 			return err
 		}
 		components = append(components, q, ids)
-		wakeQualifier = q.Wake
+		wakeQualifier = q
 	}
-	waking.Documents, waking.Tasks = wake, wakeQualifier
+	waking.Documents, waking.Tasks = wakeIndexers, wakeQualifier
 	var monitor *executor.Monitor
 	if a.cfg.HasRole("executor") {
 		ec := a.cfg.Executor
@@ -147,7 +146,7 @@ func (a *app) serve(parent context.Context) error {
 		// Documents and tasks another process stores wake this one's
 		// workers at once where the server has change streams.
 		go func() {
-			err := ms.WatchInserts(ctx, wake, wakeQualifier)
+			err := ms.WatchInserts(ctx, wakeOf(wakeIndexers), wakeOf(wakeQualifier))
 			switch {
 			case errors.Is(err, mongo.ErrNoChangeStreams):
 				log.Info("no change streams on this MongoDB server (a replica set has them): idle workers poll", "every", a.cfg.Indexers.PollInterval)
@@ -352,4 +351,12 @@ func connectionInfo(cs []config.Connection) []api.Connection {
 		out[i] = api.Connection{ID: c.ID, Client: c.Client, Type: c.Type, Schedule: c.Schedule}
 	}
 	return out
+}
+
+// wakeOf is w's Wake, or nothing when there is no w.
+func wakeOf(w store.Waker) func() {
+	if w == nil {
+		return func() {}
+	}
+	return w.Wake
 }

@@ -57,8 +57,14 @@ type Config struct {
 
 // Qualifier tunes the qualifier.
 type Qualifier struct {
-	// Concurrency is how many tasks are qualified at once.
+	// Concurrency is how many tasks are qualified at once — with Batch
+	// above 1, how many batches.
 	Concurrency int `yaml:"concurrency"`
+	// Batch is how many tasks the rules qualifier takes together: their
+	// documents ingested with one write per store, their TaskMemory in one
+	// (1: each task alone). With a model the agent takes one task at a
+	// time whatever it says.
+	Batch int `yaml:"batch"`
 	// Users are the people whose requests make a document READY_FOR_GPU
 	// (e-mail addresses); empty: a request to anyone does.
 	Users []string `yaml:"users"`
@@ -216,7 +222,7 @@ func Default() Config {
 		RAG:             RAG{Backend: "sqlite", Weaviate: Weaviate{Class: "JervisChunk", Timeout: 30 * time.Second}},
 		Embedder:        Embedder{Backend: "glove", Ollama: OllamaEmbedder{Host: "http://127.0.0.1:11434", Model: "nomic-embed-text", Timeout: 60 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
-		Qualifier:       Qualifier{Concurrency: 4, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
+		Qualifier:       Qualifier{Concurrency: 4, Batch: 16, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
 		Executor: Executor{IdleAfter: 30 * time.Second, Concurrency: 1, OllamaHost: "http://127.0.0.1:11434",
 			MaxIterations: 500, MaxTokens: 1_000_000, MaxDuration: 15 * time.Minute},
 		API: API{RateLimit: 50, RateBurst: 100, MaxBodyBytes: 1 << 20},

@@ -172,6 +172,9 @@ func (s Qualifier) validate(p *problems) {
 	if s.Concurrency < 1 || s.Concurrency > 256 {
 		p.add("qualifier.concurrency", "%d is not 1..256", s.Concurrency)
 	}
+	if s.Batch < 1 || s.Batch > 1024 {
+		p.add("qualifier.batch", "%d is not 1..1024", s.Batch)
+	}
 	if s.MaxIterations < 1 || s.MaxIterations > 100 {
 		p.add("qualifier.max_iterations", "%d is not 1..100", s.MaxIterations)
 	}

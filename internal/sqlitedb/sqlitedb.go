@@ -15,12 +15,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/jervis-dev/jervis/internal/urgency"
 )
 
 // Options configures Open.
@@ -46,6 +49,7 @@ type DB struct {
 	W    *sql.DB // the one writer connection
 	R    *sql.DB // read pool
 
+	writer  writerLock // who writes next: urgent writers first
 	writeMu sync.Mutex
 	stmts   map[string]*sql.Stmt // prepared on the writer
 	wanted  map[string]bool      // run unprepared in a transaction: prepare next
@@ -308,6 +312,10 @@ func (db *DB) prepareWanted(ctx context.Context) {
 // commits when it returns nil. SQLite errors are explained; fn's own errors
 // come back unchanged.
 func (db *DB) Write(ctx context.Context, op string, fn func(tx Tx) error) error {
+	if err := db.writer.lock(ctx); err != nil {
+		return db.Explain(op, err)
+	}
+	defer db.writer.unlock()
 	sqlTx, err := db.W.BeginTx(ctx, nil)
 	if err != nil {
 		return db.Explain(op, err)
@@ -414,4 +422,65 @@ func (db *DB) Strings(ctx context.Context, q string, args ...any) ([]string, err
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// writerLock orders the writers of a database: one at a time, those whose
+// context is urgent (internal/urgency: a live document's work) before any
+// other waiting, each kind first come first served. Bulk work queued
+// earlier would otherwise hold a live document behind many transactions.
+type writerLock struct {
+	mu             sync.Mutex
+	held           bool
+	urgent, normal []chan struct{}
+}
+
+// lock waits for the writer, or for ctx to end.
+func (l *writerLock) lock(ctx context.Context) error {
+	l.mu.Lock()
+	if !l.held {
+		l.held = true
+		l.mu.Unlock()
+		return nil
+	}
+	turn := make(chan struct{})
+	urgent := urgency.Of(ctx)
+	if urgent {
+		l.urgent = append(l.urgent, turn)
+	} else {
+		l.normal = append(l.normal, turn)
+	}
+	l.mu.Unlock()
+	select {
+	case <-turn:
+		return nil
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	q := &l.normal
+	if urgent {
+		q = &l.urgent
+	}
+	if i := slices.Index(*q, turn); i >= 0 { // still waiting: leave the queue
+		*q = slices.Delete(*q, i, i+1)
+		l.mu.Unlock()
+		return ctx.Err()
+	}
+	l.mu.Unlock()
+	l.unlock() // the turn came as ctx ended: pass it on
+	return ctx.Err()
+}
+
+// unlock hands the writer to the next waiting, urgent ones first.
+func (l *writerLock) unlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, q := range []*[]chan struct{}{&l.urgent, &l.normal} {
+		if len(*q) > 0 {
+			next := (*q)[0]
+			*q = (*q)[1:]
+			close(next)
+			return
+		}
+	}
+	l.held = false
 }

@@ -1,8 +1,14 @@
 package sqlitedb
 
 import (
+	"context"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/urgency"
 )
 
 // A write transaction's data statements are prepared after it commits and
@@ -72,5 +78,89 @@ func TestPreparable(t *testing.T) {
 		if got := preparable(q); got != want {
 			t.Errorf("preparable(%q) = %v", q, got)
 		}
+	}
+}
+
+// While a write runs, an urgent writer that comes later goes before the
+// bulk writers already waiting; a waiter whose context ends leaves the
+// queue without writing, and the writers after it still write.
+func TestUrgentWritersGoFirst(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "t.db"), Migrations: []string{`CREATE TABLE log (seq INTEGER PRIMARY KEY, who TEXT NOT NULL) STRICT;`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	write := func(ctx context.Context, who string) error {
+		return db.Write(ctx, who, func(tx Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO log (who) VALUES (?)`, who)
+			return err
+		})
+	}
+	waiting := func(n int) { // until n writers wait for the writer
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			db.writer.mu.Lock()
+			w := len(db.writer.urgent) + len(db.writer.normal)
+			db.writer.mu.Unlock()
+			if w == n {
+				return
+			}
+		}
+		t.Fatalf("%d writers never waited", n)
+	}
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := db.Write(ctx, "first", func(tx Tx) error { <-release; return nil }); err != nil {
+			t.Error(err)
+		}
+	})
+	waiting(0)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // the first holds it
+		db.writer.mu.Lock()
+		held := db.writer.held
+		db.writer.mu.Unlock()
+		if held || time.Now().After(deadline) {
+			break
+		}
+	}
+	errs := make(chan error, 4)
+	wg.Go(func() { errs <- write(ctx, "bulk-1") })
+	waiting(1)
+	gone, give := context.WithCancel(ctx)
+	wg.Go(func() { errs <- write(gone, "gives up") })
+	waiting(2)
+	wg.Go(func() { errs <- write(ctx, "bulk-2") })
+	waiting(3)
+	wg.Go(func() { errs <- write(urgency.With(ctx), "urgent") })
+	waiting(4)
+	give()
+	waiting(3)
+	close(release)
+	wg.Wait()
+	close(errs)
+	var failed int
+	for err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d writes failed, want the one that gave up", failed)
+	}
+	rows, err := db.Query(ctx, `SELECT who FROM log ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var order []string
+	for rows.Next() {
+		var who string
+		rows.Scan(&who)
+		order = append(order, who)
+	}
+	if want := []string{"urgent", "bulk-1", "bulk-2"}; !slices.Equal(order, want) {
+		t.Fatalf("wrote in order %v, want %v", order, want)
 	}
 }

@@ -67,6 +67,13 @@ type Alias struct {
 	Evidence   []string `json:"evidence"` // the lines that say so
 }
 
+// IdentityFactSet is what one source says about identities
+// (Identities.PutIdentityFactSets).
+type IdentityFactSet struct {
+	Client, Source string
+	Facts          []IdentityFact
+}
+
 // Identities keeps what sources say about who people are, people's
 // decisions about it, and the aliases the resolver derives from both.
 type Identities interface {
@@ -74,6 +81,10 @@ type Identities interface {
 	// facts (none: it says nothing any more). Putting the same facts again
 	// changes nothing, not even IdentityVersion.
 	PutIdentityFacts(ctx context.Context, client, source string, facts []IdentityFact) error
+	// PutIdentityFactSets puts each set as PutIdentityFacts does, in one
+	// write where the backend can (SQLite: all or none; a client's version
+	// moves once). No two sets may be of one client's source.
+	PutIdentityFactSets(ctx context.Context, sets []IdentityFactSet) error
 	// ListIdentityFacts returns every fact of client's sources.
 	ListIdentityFacts(ctx context.Context, client string) ([]IdentityFact, error)
 	// IdentityFactsOf returns client's facts about refs (at most limit).

@@ -16,18 +16,27 @@ type TaskQueue struct {
 	Stage Stage
 }
 
-var _ worker.Queue[Task] = TaskQueue{}
+var _ worker.UrgentQueue[Task] = TaskQueue{}
 
 // Claim implements worker.Queue.
 func (q TaskQueue) Claim(ctx context.Context, owner string, limit int, leaseFor time.Duration) ([]worker.Job[Task], error) {
+	return q.claim(ctx, owner, limit, leaseFor, false)
+}
+
+// ClaimUrgent implements worker.UrgentQueue.
+func (q TaskQueue) ClaimUrgent(ctx context.Context, owner string, limit int, leaseFor time.Duration) ([]worker.Job[Task], error) {
+	return q.claim(ctx, owner, limit, leaseFor, true)
+}
+
+func (q TaskQueue) claim(ctx context.Context, owner string, limit int, leaseFor time.Duration, urgent bool) ([]worker.Job[Task], error) {
 	now := time.Now()
-	ts, err := q.Tasks.ClaimTasks(ctx, q.Stage, Claim{Owner: owner, Limit: limit, Now: now, LeaseUntil: now.Add(leaseFor)})
+	ts, err := q.Tasks.ClaimTasks(ctx, q.Stage, Claim{Owner: owner, Limit: limit, Now: now, LeaseUntil: now.Add(leaseFor), Urgent: urgent})
 	if err != nil {
 		return nil, err
 	}
 	jobs := make([]worker.Job[Task], len(ts))
 	for i, t := range ts {
-		jobs[i] = worker.Job[Task]{ID: t.ID, Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, Item: t}
+		jobs[i] = worker.Job[Task]{ID: t.ID, Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, Priority: t.Priority, Item: t}
 	}
 	return jobs, nil
 }
@@ -87,18 +96,27 @@ type DocumentQueue struct {
 	Documents Documents
 }
 
-var _ worker.Queue[Document] = DocumentQueue{}
+var _ worker.UrgentQueue[Document] = DocumentQueue{}
 
 // Claim implements worker.Queue.
 func (q DocumentQueue) Claim(ctx context.Context, owner string, limit int, leaseFor time.Duration) ([]worker.Job[Document], error) {
+	return q.claim(ctx, owner, limit, leaseFor, false)
+}
+
+// ClaimUrgent implements worker.UrgentQueue.
+func (q DocumentQueue) ClaimUrgent(ctx context.Context, owner string, limit int, leaseFor time.Duration) ([]worker.Job[Document], error) {
+	return q.claim(ctx, owner, limit, leaseFor, true)
+}
+
+func (q DocumentQueue) claim(ctx context.Context, owner string, limit int, leaseFor time.Duration, urgent bool) ([]worker.Job[Document], error) {
 	now := time.Now()
-	ds, err := q.Documents.ClaimDocuments(ctx, Claim{Owner: owner, Limit: limit, Now: now, LeaseUntil: now.Add(leaseFor)})
+	ds, err := q.Documents.ClaimDocuments(ctx, Claim{Owner: owner, Limit: limit, Now: now, LeaseUntil: now.Add(leaseFor), Urgent: urgent})
 	if err != nil {
 		return nil, err
 	}
 	jobs := make([]worker.Job[Document], len(ds))
 	for i, d := range ds {
-		jobs[i] = worker.Job[Document]{ID: d.ID, Attempt: d.Attempts, MaxAttempts: d.MaxAttempts, Item: d}
+		jobs[i] = worker.Job[Document]{ID: d.ID, Attempt: d.Attempts, MaxAttempts: d.MaxAttempts, Priority: d.Priority, Item: d}
 	}
 	return jobs, nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -18,6 +19,17 @@ type Claim struct {
 	Limit      int
 	Now        time.Time
 	LeaseUntil time.Time
+	// Urgent claims only items above PriorityBulk (live documents and
+	// their tasks).
+	Urgent bool
+}
+
+// MinPriority is the lowest priority the claim takes.
+func (c Claim) MinPriority() int {
+	if c.Urgent {
+		return PriorityBulk + 1
+	}
+	return math.MinInt32
 }
 
 // Validate checks the claim's fields.
@@ -172,6 +184,10 @@ type Tasks interface {
 type Memories interface {
 	// SaveTaskMemory creates or replaces the memory of m.TaskID.
 	SaveTaskMemory(ctx context.Context, m TaskMemory) error
+	// SaveTaskMemories saves each of ms as SaveTaskMemory does, in one
+	// write where the backend can (SQLite: all or none). After an error
+	// some may be saved (MongoDB); saving them again is harmless.
+	SaveTaskMemories(ctx context.Context, ms []TaskMemory) error
 	// GetTaskMemory returns the memory of one of the client's tasks.
 	GetTaskMemory(ctx context.Context, client, taskID string) (TaskMemory, error)
 	// DeleteTaskMemory removes it; deleting a missing memory is not an error.

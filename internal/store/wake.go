@@ -3,22 +3,30 @@ package store
 import "context"
 
 // Waking is a Store whose writes that give this process's workers
-// something new to claim — a new document version, new tasks — call
+// something new to claim — a new document version, new tasks — wake
 // Documents or Tasks once they are committed, so the indexers and the
 // qualifier start at once instead of at their next poll (another
-// process's writes still wait for it, or for a change stream). Set the
-// functions before the workers run; nil ones are skipped.
+// process's writes still wait for it, or for a change stream). What is
+// stored above PriorityBulk wakes them urgently: it is claimed even while
+// every slot is busy with bulk work. Set the wakers before the workers
+// run; nil ones are skipped.
 type Waking struct {
 	Store
-	Documents func() // a document version was stored
-	Tasks     func() // tasks were enqueued
+	Documents Waker // a document version was stored
+	Tasks     Waker // tasks were enqueued
+}
+
+// Waker is a worker loop that can be woken (worker.Worker).
+type Waker interface {
+	Wake()
+	WakeUrgent()
 }
 
 // PutDocument stores doc and, when it is new, wakes the indexers.
 func (w *Waking) PutDocument(ctx context.Context, doc Document) (Document, bool, error) {
 	stored, created, err := w.Store.PutDocument(ctx, doc)
 	if created && err == nil && w.Documents != nil {
-		w.Documents()
+		wake(w.Documents, stored.Priority > PriorityBulk)
 	}
 	return stored, created, err
 }
@@ -27,7 +35,19 @@ func (w *Waking) PutDocument(ctx context.Context, doc Document) (Document, bool,
 func (w *Waking) EnqueueTasks(ctx context.Context, tasks ...Task) (int, error) {
 	n, err := w.Store.EnqueueTasks(ctx, tasks...)
 	if n > 0 && w.Tasks != nil {
-		w.Tasks()
+		urgent := false
+		for _, t := range tasks {
+			urgent = urgent || t.Priority > PriorityBulk
+		}
+		wake(w.Tasks, urgent)
 	}
 	return n, err
+}
+
+func wake(w Waker, urgent bool) {
+	if urgent {
+		w.WakeUrgent()
+		return
+	}
+	w.Wake()
 }

@@ -2,8 +2,10 @@
 // qualifier and the executor all run.
 //
 // A Worker claims jobs from a Queue in batches under a lease, runs each in
-// its own goroutine (at most Concurrency at once), extends the leases of
-// long jobs with heartbeats, and acknowledges outcomes in batches:
+// its own goroutine (at most Concurrency at once) — or, for a BatchHandler
+// with Config.BatchJobs above 1, a whole claim in one HandleBatch call —,
+// extends the leases of long jobs with heartbeats, and acknowledges
+// outcomes in batches:
 //
 //   - success: the handler's Result goes to the queue (Next picks the state);
 //   - transient error: Retry after exponential backoff with jitter, until the
@@ -16,7 +18,9 @@
 // the loop calls periodically, brings it back. Handlers must therefore be
 // idempotent by job ID.
 //
-// Wake coalesces signals and makes an idle loop claim at once. Run stops in
+// Wake coalesces signals and makes an idle loop claim at once; WakeUrgent
+// also claims live jobs (Job.Priority above 0) into one more slot while
+// every slot is busy, and marks their contexts urgent (internal/urgency). Run stops in
 // two phases: when its context ends it stops claiming and lets running jobs
 // finish for ShutdownTimeout, then cancels them with ErrShutdown, acks what
 // they return and exits.
@@ -31,8 +35,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/jervis-dev/jervis/internal/urgency"
 )
 
 // Job is one claimed item.
@@ -40,7 +47,11 @@ type Job[T any] struct {
 	ID          string
 	Attempt     int // this attempt, counting from 1
 	MaxAttempts int
-	Item        T
+	// Priority, higher first: in batches, jobs of a higher priority are
+	// handled (and acknowledged) before the rest of their claim. Above 0
+	// the job is urgent (internal/urgency): its handler's writes go first.
+	Priority int
+	Item     T
 }
 
 // Outcome is what happened to a job.
@@ -91,6 +102,14 @@ type Queue[T any] interface {
 	Rescue(ctx context.Context) (int, error)
 }
 
+// UrgentQueue is a Queue that can claim only the jobs above the bulk's
+// priority: what WakeUrgent's express slot claims. With a plain Queue it
+// claims as Claim does.
+type UrgentQueue[T any] interface {
+	Queue[T]
+	ClaimUrgent(ctx context.Context, owner string, limit int, leaseFor time.Duration) ([]Job[T], error)
+}
+
 // Result is what a successful handler returns.
 type Result struct {
 	Next   string // the state to finish in; "" = the queue's default
@@ -104,6 +123,22 @@ type Handler[T any] interface {
 	Handle(ctx context.Context, job Job[T]) (Result, error)
 }
 
+// BatchHandler is a Handler that can also handle many jobs in one call,
+// so that their writes go together (Config.BatchJobs). It must be as
+// idempotent as Handle, job by job, and say each job's outcome: one job's
+// error costs only that job.
+type BatchHandler[T any] interface {
+	Handler[T]
+	HandleBatch(ctx context.Context, jobs []Job[T]) []BatchResult
+}
+
+// BatchResult is one job's outcome of HandleBatch: a Result, or the error
+// Handle would have returned.
+type BatchResult struct {
+	Result Result
+	Err    error
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc[T any] func(ctx context.Context, job Job[T]) (Result, error)
 
@@ -112,10 +147,15 @@ func (f HandlerFunc[T]) Handle(ctx context.Context, job Job[T]) (Result, error) 
 
 // Config tunes a Worker. Zero values take the defaults of WithDefaults.
 type Config struct {
-	Name            string        // stage name, for logs and the owner ID
-	Owner           string        // lease owner ID; default name/host/pid/random
-	Concurrency     int           // jobs running at once (default 4)
-	BatchSize       int           // most jobs per claim (default Concurrency)
+	Name        string // stage name, for logs and the owner ID
+	Owner       string // lease owner ID; default name/host/pid/random
+	Concurrency int    // jobs running at once (default 4)
+	BatchSize   int    // most jobs per claim (default Concurrency)
+	// BatchJobs, above 1 and with a BatchHandler, hands the handler up to
+	// this many jobs in one HandleBatch call; Concurrency then counts
+	// calls running at once, and JobTimeout holds for a call. Default 1:
+	// one Handle per job.
+	BatchJobs       int
 	LeaseFor        time.Duration // lease length (default 1m)
 	HeartbeatEvery  time.Duration // lease renewal period (default LeaseFor/3)
 	PollInterval    time.Duration // idle claim period (default 1s)
@@ -140,6 +180,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Concurrency = cmp.Or(c.Concurrency, 4)
 	c.BatchSize = cmp.Or(c.BatchSize, c.Concurrency)
+	c.BatchJobs = cmp.Or(c.BatchJobs, 1)
 	c.LeaseFor = cmp.Or(c.LeaseFor, time.Minute)
 	c.HeartbeatEvery = cmp.Or(c.HeartbeatEvery, c.LeaseFor/3)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
@@ -163,6 +204,8 @@ func (c Config) Validate() error {
 		return errors.New("worker: concurrency must be at least 1")
 	case c.BatchSize < 1:
 		return errors.New("worker: batch size must be at least 1")
+	case c.BatchJobs < 1:
+		return errors.New("worker: jobs per batch must be at least 1")
 	case c.HeartbeatEvery >= c.LeaseFor:
 		return errors.New("worker: heartbeat period must be shorter than the lease")
 	case c.Jitter < 0 || c.Jitter > 1:
@@ -191,12 +234,15 @@ type Worker[T any] struct {
 	cfg     Config
 	queue   Queue[T]
 	handler Handler[T]
+	batches BatchHandler[T] // set when jobs are handled in batches
 	log     *slog.Logger
 
-	wake  chan struct{}
-	slots chan struct{} // one token per running job
-	freed chan struct{} // coalesced "a slot came free"
-	acks  chan Ack
+	wake    chan struct{}
+	urgent  chan struct{} // coalesced "jobs of a higher priority wait"
+	slots   chan struct{} // one token per running job (batch)
+	express chan struct{} // the one slot kept for urgent jobs
+	freed   chan struct{} // coalesced "a slot came free"
+	acks    chan Ack
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
@@ -208,17 +254,23 @@ func New[T any](q Queue[T], h Handler[T], cfg Config) (*Worker[T], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Worker[T]{
+	w := &Worker[T]{
 		cfg:     cfg,
 		queue:   q,
 		handler: h,
 		log:     cfg.Logger.With("worker", cfg.Name, "owner", cfg.Owner),
 		wake:    make(chan struct{}, 1),
+		urgent:  make(chan struct{}, 1),
 		slots:   make(chan struct{}, cfg.Concurrency),
+		express: make(chan struct{}, 1),
 		freed:   make(chan struct{}, 1),
-		acks:    make(chan Ack, cfg.Concurrency),
+		acks:    make(chan Ack, cfg.Concurrency*cfg.BatchJobs),
 		running: map[string]context.CancelCauseFunc{},
-	}, nil
+	}
+	if bh, ok := h.(BatchHandler[T]); ok && cfg.BatchJobs > 1 {
+		w.batches = bh
+	}
+	return w, nil
 }
 
 // Owner returns the lease owner ID this worker claims under.
@@ -226,6 +278,15 @@ func (w *Worker[T]) Owner() string { return w.cfg.Owner }
 
 // Wake makes an idle worker claim at once. Signals coalesce; it never blocks.
 func (w *Worker[T]) Wake() { signal(w.wake) }
+
+// WakeUrgent says jobs of a higher priority than the bulk wait (a live
+// document): the worker claims at once, and when every slot is busy it
+// claims them into one more slot kept for them, so that they wait for no
+// running job or batch. Signals coalesce; it never blocks.
+func (w *Worker[T]) WakeUrgent() {
+	signal(w.urgent)
+	signal(w.wake)
+}
 
 // CancelRunning cancels every running job with cause (ErrPreempted hands
 // them back without spending an attempt). It returns how many it cancelled.
@@ -299,12 +360,20 @@ func (w *Worker[T]) loop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 	for ctx.Err() == nil {
 		free := w.cfg.Concurrency - len(w.slots)
 		if free == 0 {
-			if !w.wait(ctx, w.freed, rescueTick.C, nil) {
+			select {
+			case <-ctx.Done():
+			case <-w.freed:
+			case <-w.urgent:
+				w.claimExpress(ctx, jobsCtx, jobs)
+			case <-rescueTick.C:
 				w.rescue(ctx)
 			}
 			continue
 		}
 		limit := min(free, w.cfg.BatchSize)
+		if w.batches != nil {
+			limit = w.cfg.BatchJobs // one batch per claim
+		}
 		claimed, err := w.queue.Claim(ctx, w.cfg.Owner, limit, w.cfg.LeaseFor)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -317,9 +386,11 @@ func (w *Worker[T]) loop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 			continue
 		}
 		failures = 0
-		for _, j := range claimed {
-			w.start(jobsCtx, jobs, j)
+		select {
+		case <-w.urgent: // this claim took the highest priorities first
+		default:
 		}
+		w.startAll(jobsCtx, jobs, claimed, w.slots)
 		if len(claimed) == limit {
 			continue // there may be more waiting
 		}
@@ -354,38 +425,149 @@ func (w *Worker[T]) rescue(ctx context.Context) {
 	}
 }
 
-func (w *Worker[T]) start(jobsCtx context.Context, jobs *sync.WaitGroup, j Job[T]) {
-	w.slots <- struct{}{}
-	jctx, cancel := context.WithCancelCause(jobsCtx)
+// claimExpress claims into the express slot, when it is free, what is
+// waiting (the highest priorities first).
+func (w *Worker[T]) claimExpress(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
+	if len(w.express) > 0 {
+		return // busy; the urgent jobs get the next free slot
+	}
+	limit := 1
+	if w.batches != nil {
+		limit = w.cfg.BatchJobs
+	}
+	claim := w.queue.Claim
+	if uq, ok := w.queue.(UrgentQueue[T]); ok {
+		claim = uq.ClaimUrgent
+	}
+	claimed, err := claim(urgency.With(ctx), w.cfg.Owner, limit, w.cfg.LeaseFor)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.ErrorContext(ctx, "express claim failed", "err", err)
+		}
+		return
+	}
+	w.startAll(jobsCtx, jobs, claimed, w.express)
+}
+
+// startAll starts claimed jobs in slots: each in its own, or as one batch.
+func (w *Worker[T]) startAll(jobsCtx context.Context, jobs *sync.WaitGroup, claimed []Job[T], slots chan struct{}) {
+	switch {
+	case w.batches == nil:
+		for _, j := range claimed {
+			w.startBatch(jobsCtx, jobs, []Job[T]{j}, slots)
+		}
+	case len(claimed) > 0:
+		w.startBatch(jobsCtx, jobs, claimed, slots)
+	}
+}
+
+// startBatch runs a batch of jobs in one slot: in one HandleBatch call per
+// priority, or, without a BatchHandler, its one job by Handle.
+func (w *Worker[T]) startBatch(jobsCtx context.Context, jobs *sync.WaitGroup, batch []Job[T], slots chan struct{}) {
+	slots <- struct{}{}
+	bctx, cancel := context.WithCancelCause(jobsCtx)
 	w.mu.Lock()
-	w.running[j.ID] = cancel
+	for _, j := range batch {
+		w.running[j.ID] = cancel // preempting one job cancels its batch
+	}
 	w.mu.Unlock()
 	jobs.Add(1)
 	go func() {
 		defer jobs.Done()
-		start := time.Now()
-		ack := w.run(jctx, j)
-		cancel(nil)
-		if w.cfg.Observe != nil {
-			w.cfg.Observe(w.cfg.Name, ack.Outcome, time.Since(start))
+		// One HandleBatch per priority, the highest first: a live job
+		// claimed with bulk ones waits for none of them.
+		slices.SortStableFunc(batch, func(a, b Job[T]) int { return cmp.Compare(b.Priority, a.Priority) })
+		for lo := 0; lo < len(batch); {
+			hi := lo + 1
+			for hi < len(batch) && batch[hi].Priority == batch[lo].Priority {
+				hi++
+			}
+			part := batch[lo:hi]
+			pctx := bctx
+			if part[0].Priority > 0 {
+				pctx = urgency.With(bctx) // its writes go before bulk ones
+			}
+			start := time.Now()
+			var acks []Ack
+			if w.batches == nil {
+				acks = []Ack{w.run(pctx, part[0])} // a batch of one
+			} else {
+				acks = w.runBatch(pctx, part)
+			}
+			took := time.Since(start)
+			w.mu.Lock()
+			for _, j := range part {
+				delete(w.running, j.ID)
+			}
+			w.mu.Unlock()
+			for _, ack := range acks {
+				if w.cfg.Observe != nil {
+					w.cfg.Observe(w.cfg.Name, ack.Outcome, took)
+				}
+				w.acks <- ack
+			}
+			lo = hi
 		}
-		w.mu.Lock()
-		delete(w.running, j.ID)
-		w.mu.Unlock()
-		w.acks <- ack
-		<-w.slots
+		cancel(nil)
+		<-slots
 		signal(w.freed)
 	}()
 }
 
+// runBatch handles jobs in one HandleBatch call and turns what happened
+// to each into its Ack.
+func (w *Worker[T]) runBatch(ctx context.Context, batch []Job[T]) []Ack {
+	ctx, cancel := w.withTimeout(ctx)
+	defer cancel()
+	results := w.handleBatch(ctx, batch)
+	acks := make([]Ack, len(batch))
+	for i, j := range batch {
+		acks[i] = w.ack(ctx, j, results[i].Result, results[i].Err)
+	}
+	return acks
+}
+
+// handleBatch calls HandleBatch, turning a panic (or a short answer) into
+// a transient error of every job.
+func (w *Worker[T]) handleBatch(ctx context.Context, batch []Job[T]) (results []BatchResult) {
+	all := func(err error) []BatchResult {
+		out := make([]BatchResult, len(batch))
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			w.log.ErrorContext(ctx, "batch handler panicked", "jobs", len(batch), "panic", v, "stack", string(debug.Stack()))
+			results = all(Classify(ClassPanic, false, true, panicError{v}))
+		}
+	}()
+	results = w.batches.HandleBatch(ctx, batch)
+	if len(results) != len(batch) {
+		return all(fmt.Errorf("batch handler answered %d results for %d jobs", len(results), len(batch)))
+	}
+	return results
+}
+
+// withTimeout bounds ctx by JobTimeout, when there is one.
+func (w *Worker[T]) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if w.cfg.JobTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, w.cfg.JobTimeout, Classify(ClassTimeout, false, true, fmt.Errorf("job ran past %s", w.cfg.JobTimeout)))
+}
+
 // run handles one job and turns what happened into an Ack.
 func (w *Worker[T]) run(ctx context.Context, j Job[T]) Ack {
-	if w.cfg.JobTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, w.cfg.JobTimeout, Classify(ClassTimeout, false, true, fmt.Errorf("job ran past %s", w.cfg.JobTimeout)))
-		defer cancel()
-	}
+	ctx, cancel := w.withTimeout(ctx)
+	defer cancel()
 	res, err := w.handle(ctx, j)
+	return w.ack(ctx, j, res, err)
+}
+
+// ack turns what handling j returned into its Ack.
+func (w *Worker[T]) ack(ctx context.Context, j Job[T], res Result, err error) Ack {
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil:

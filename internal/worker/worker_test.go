@@ -457,3 +457,164 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// batcher handles jobs in batches by f (one call per batch), and one by one
+// by f too.
+type batcher struct {
+	mu    sync.Mutex
+	sizes []int
+	f     func(j worker.Job[store.Task]) (worker.Result, error)
+}
+
+func (b *batcher) Handle(ctx context.Context, j worker.Job[store.Task]) (worker.Result, error) {
+	return b.f(j)
+}
+
+func (b *batcher) HandleBatch(ctx context.Context, jobs []worker.Job[store.Task]) []worker.BatchResult {
+	b.mu.Lock()
+	b.sizes = append(b.sizes, len(jobs))
+	b.mu.Unlock()
+	out := make([]worker.BatchResult, len(jobs))
+	for i, j := range jobs {
+		out[i].Result, out[i].Err = b.f(j)
+	}
+	return out
+}
+
+// With BatchJobs, a BatchHandler gets many jobs per call, every job still
+// handled exactly once, and each job's outcome is its own: one job's
+// permanent error fails that job only, a transient one retries it alone.
+func TestBatchesHandleManyJobsPerCallEachWithItsOutcome(t *testing.T) {
+	s := openStore(t, "")
+	const n = 2_000
+	enqueue(t, s, n, "doc")
+	var mu sync.Mutex
+	handled := map[string]int{}
+	b := &batcher{f: func(j worker.Job[store.Task]) (worker.Result, error) {
+		mu.Lock()
+		handled[j.ID]++
+		mu.Unlock()
+		switch {
+		case j.Item.SourceDoc == "doc-7":
+			return worker.Result{}, worker.Permanent(errors.New("doc-7 is broken"))
+		case j.Item.SourceDoc == "doc-8" && j.Attempt == 1:
+			return worker.Result{}, errors.New("doc-8 met a transient failure")
+		case j.Item.SourceDoc == "doc-9":
+			return worker.Result{Next: string(store.TaskReadyForGPU)}, nil
+		}
+		return worker.Result{}, nil
+	}}
+	cfg := fastConfig("batches")
+	cfg.Concurrency, cfg.BatchJobs = 2, 50
+	w, err := worker.New(store.TaskQueue{Tasks: s, Stage: store.StageQualify}, b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, func() bool { st := stats(t, s); return st.Tasks["DONE"] == n-2 && st.Tasks["FAILED"] == 1 }, w)
+	mu.Lock()
+	defer mu.Unlock()
+	for id, c := range handled {
+		if want := map[bool]int{true: 2, false: 1}[id == store.TaskID("doc-8", store.KindData, "")]; c != want {
+			t.Errorf("task %s handled %d times, want %d", id, c, want)
+		}
+	}
+	if len(handled) != n {
+		t.Fatalf("handled %d tasks, want %d", len(handled), n)
+	}
+	most := 0
+	for _, size := range b.sizes {
+		most = max(most, size)
+	}
+	if most != 50 || len(b.sizes) > n/10 {
+		t.Errorf("%d calls for %d jobs, the largest %d jobs: not batched by 50", len(b.sizes), n, most)
+	}
+	bad, _ := s.GetTask(t.Context(), "acme", store.TaskID("doc-7", store.KindData, ""))
+	if bad.Attempts != 1 || bad.LastError == nil || bad.LastError.Message != "doc-7 is broken" {
+		t.Errorf("doc-7: %+v", bad)
+	}
+	flaky, _ := s.GetTask(t.Context(), "acme", store.TaskID("doc-8", store.KindData, ""))
+	if flaky.State != store.TaskDone || flaky.Attempts != 2 {
+		t.Errorf("doc-8: %s after %d attempts", flaky.State, flaky.Attempts)
+	}
+	if gpu, _ := s.GetTask(t.Context(), "acme", store.TaskID("doc-9", store.KindData, "")); gpu.State != store.TaskReadyForGPU {
+		t.Errorf("doc-9: %s", gpu.State)
+	}
+}
+
+// A batch handler's panic retries every job of its batch, spending an
+// attempt each.
+func TestBatchPanicRetriesItsJobs(t *testing.T) {
+	s := openStore(t, "")
+	enqueue(t, s, 3, "doc")
+	var calls atomic.Int32
+	b := &batcher{f: func(j worker.Job[store.Task]) (worker.Result, error) { return worker.Result{}, nil }}
+	h := panicky{b, &calls}
+	cfg := fastConfig("panics")
+	cfg.BatchJobs = 10
+	w, _ := worker.New(store.TaskQueue{Tasks: s, Stage: store.StageQualify}, h, cfg)
+	runUntil(t, func() bool { return stats(t, s).Tasks["DONE"] == 3 }, w)
+	for i := range 3 {
+		tk, _ := s.GetTask(t.Context(), "acme", store.TaskID(fmt.Sprint("doc-", i), store.KindData, ""))
+		if tk.Attempts != 2 {
+			t.Errorf("doc-%d: %d attempts, want 2 (the panic's and the next)", i, tk.Attempts)
+		}
+	}
+}
+
+// panicky panics on its first batch.
+type panicky struct {
+	*batcher
+	calls *atomic.Int32
+}
+
+func (p panicky) HandleBatch(ctx context.Context, jobs []worker.Job[store.Task]) []worker.BatchResult {
+	if p.calls.Add(1) == 1 {
+		panic("boom")
+	}
+	return p.batcher.HandleBatch(ctx, jobs)
+}
+
+// WakeUrgent claims a live job into the slot kept for it while every slot
+// is busy with bulk work, one job at a time and in batches: the live job
+// is handled before the bulk job running ahead of it ends.
+func TestUrgentJobsOvertakeBusySlots(t *testing.T) {
+	for _, batch := range []int{1, 4} {
+		t.Run(fmt.Sprint("batch ", batch), func(t *testing.T) {
+			s := openStore(t, "")
+			enqueue(t, s, 1, "bulk")
+			liveDone := make(chan struct{})
+			bulkStarted := make(chan struct{}, 1)
+			var overtook atomic.Bool
+			b := &batcher{f: func(j worker.Job[store.Task]) (worker.Result, error) {
+				if j.Item.SourceDoc == "live" {
+					close(liveDone)
+					return worker.Result{}, nil
+				}
+				bulkStarted <- struct{}{}
+				select { // the bulk job holds the only slot until the live one is done
+				case <-liveDone:
+					overtook.Store(true)
+				case <-time.After(10 * time.Second):
+				}
+				return worker.Result{}, nil
+			}}
+			cfg := fastConfig("urgent")
+			cfg.Concurrency, cfg.BatchJobs, cfg.PollInterval = 1, batch, time.Hour
+			w, err := worker.New(store.TaskQueue{Tasks: s, Stage: store.StageQualify}, b, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				<-bulkStarted
+				if _, err := s.EnqueueTasks(t.Context(), store.Task{Kind: store.KindData, Client: "acme", SourceDoc: "live", MaxAttempts: 5, Priority: store.PriorityLive}); err != nil {
+					t.Error(err)
+				}
+				w.WakeUrgent()
+			}()
+			runUntil(t, func() bool { return stats(t, s).Tasks["DONE"] == 2 }, w)
+			if !overtook.Load() {
+				t.Fatal("the live job waited for the bulk job's slot")
+			}
+		})
+	}
+}

@@ -27,11 +27,19 @@ func Drain(t testing.TB, st store.Store, k *kb.KB, users []string) {
 // built-in ones).
 func DrainKinds(t testing.TB, st store.Store, k *kb.KB, kinds *pollers.Registry, users []string) {
 	t.Helper()
-	ix, err := indexers.New(st, indexers.Config{Kinds: kinds, PollInterval: 10 * time.Millisecond})
+	DrainWith(t, st, k, qualifier.Config{Kinds: kinds, Users: users})
+}
+
+// DrainWith is Drain with the qualifier configured by cfg (its store,
+// knowledge base and poll interval set here).
+func DrainWith(t testing.TB, st store.Store, k *kb.KB, cfg qualifier.Config) {
+	t.Helper()
+	ix, err := indexers.New(st, indexers.Config{Kinds: cfg.Kinds, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := qualifier.New(qualifier.Config{Store: st, KB: k, Kinds: kinds, Users: users, PollInterval: 10 * time.Millisecond})
+	cfg.Store, cfg.KB, cfg.PollInterval = st, k, 10*time.Millisecond
+	q, err := qualifier.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
@@ -45,11 +46,59 @@ const (
 )
 
 var (
-	requestRE  = regexp.MustCompile(`(?i)\b(could you|can you|would you|please|review|sign[- ]off|approve|take a look|let me know|decide|need your)\b`)
-	deadlineRE = regexp.MustCompile(`(?i)\b(by|before|until|due)\s+(?:the\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|end of (the )?(day|week|month)|eod|\d{1,2}(st|nd|rd|th)?)\b`)
-	decisionRE = regexp.MustCompile(`(?i)\b(decide|decision|approve|approval|sign[- ]off|disagree|priority)\b`)
-	fyiRE      = regexp.MustCompile(`(?i)\b(fyi|no action needed|for your information|newsletter|notice)\b`)
+	requestRE = keywords{regexp.MustCompile(`(?i)\b(could you|can you|would you|please|review|sign[- ]off|approve|take a look|let me know|decide|need your)\b`),
+		[]string{"could you", "can you", "would you", "please", "review", "sign", "approve", "take a look", "let me know", "decide", "need your"}}
+	deadlineRE = keywords{regexp.MustCompile(`(?i)\b(by|before|until|due)\s+(?:the\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|end of (the )?(day|week|month)|eod|\d{1,2}(st|nd|rd|th)?)\b`),
+		[]string{"by", "before", "until", "due"}}
+	decisionRE = keywords{regexp.MustCompile(`(?i)\b(decide|decision|approve|approval|sign[- ]off|disagree|priority)\b`),
+		[]string{"decide", "decision", "approv", "sign", "disagree", "priority"}}
+	fyiRE = keywords{regexp.MustCompile(`(?i)\b(fyi|no action needed|for your information|newsletter|notice)\b`),
+		[]string{"fyi", "no action needed", "for your information", "newsletter", "notice"}}
 )
+
+// keywords is a case-insensitive regexp with words (lower case) one of
+// which each of its matches holds: an ASCII text holding none of them
+// cannot match, and is not scanned (the scans were most of routing's
+// cost). Other text is always scanned ((?i) folds a few non-ASCII letters
+// to ASCII ones).
+type keywords struct {
+	re    *regexp.Regexp
+	words []string
+}
+
+func (k keywords) may(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	lower := strings.ToLower(s)
+	for _, w := range k.words {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// MatchString reports whether s holds a match.
+func (k keywords) MatchString(s string) bool { return k.may(s) && k.re.MatchString(s) }
+
+// FindString returns the first match in s, "" when none.
+func (k keywords) FindString(s string) string {
+	if !k.may(s) {
+		return ""
+	}
+	return k.re.FindString(s)
+}
+
+// FindAllString returns up to n matches in s (n < 0: all).
+func (k keywords) FindAllString(s string, n int) []string {
+	if !k.may(s) {
+		return nil
+	}
+	return k.re.FindAllString(s, n)
+}
 
 // Route decides, by rules, whether the document needs the executor: a
 // request to one of users (or to anyone when users is empty) — a question,

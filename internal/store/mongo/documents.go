@@ -259,6 +259,9 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 		return nil, err
 	}
 	filter := bson.M{"state": string(store.DocNew), "runAfter": bson.M{"$lte": micros(c.Now)}}
+	if c.Urgent {
+		filter["priority"] = bson.M{"$gte": c.MinPriority()}
+	}
 	opts := func() *options.FindOptions {
 		return options.Find().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "runAfter", Value: 1}, {Key: "observedAt", Value: 1}}).SetLimit(int64(c.Limit))
 	}

@@ -90,6 +90,18 @@ func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, fac
 	return s.bumpIdentity(ctx, client)
 }
 
+// PutIdentityFactSets implements store.Identities: each set as
+// PutIdentityFacts (each is idempotent; a failure part way is finished by
+// the retry).
+func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFactSet) error {
+	for _, set := range sets {
+		if err := s.PutIdentityFacts(ctx, set.Client, set.Source, set.Facts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // IdentityFactsOf implements store.Identities.
 func (s *Store) IdentityFactsOf(ctx context.Context, client string, refs []string, limit int) ([]store.IdentityFact, error) {
 	facts, err := s.findFacts(ctx, bson.M{"client": client, "ref": bson.M{"$in": refs}})

@@ -35,6 +35,17 @@ func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
 	return err
 }
 
+// SaveTaskMemories implements store.Memories: each as SaveTaskMemory
+// (each is idempotent; a failure part way is finished by the retry).
+func (s *Store) SaveTaskMemories(ctx context.Context, ms []store.TaskMemory) error {
+	for _, m := range ms {
+		if err := s.SaveTaskMemory(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // GetTaskMemory implements store.Memories.
 func (s *Store) GetTaskMemory(ctx context.Context, client, taskID string) (store.TaskMemory, error) {
 	var m store.TaskMemory

@@ -175,6 +175,9 @@ func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim
 		states = append(states, string(st))
 	}
 	filter := bson.M{"state": bson.M{"$in": states}, "runAfter": bson.M{"$lte": micros(c.Now)}}
+	if c.Urgent {
+		filter["priority"] = bson.M{"$gte": c.MinPriority()}
+	}
 	sort := bson.D{{Key: "priority", Value: -1}, {Key: "runAfter", Value: 1}}
 	for {
 		cands, err := s.findTasks(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(c.Limit)).SetProjection(bson.M{"outbox": 0}))

@@ -19,7 +19,7 @@ const docColumns = `id, client, source_type, connection, external_id, version, c
 	observed_at, state, lease_owner, lease_until, attempts, max_attempts, run_after, error, updated_at, priority`
 
 const (
-	sqlClaimDocuments      = `SELECT ` + docColumns + ` FROM documents WHERE state = ? AND run_after <= ? ORDER BY priority DESC, run_after, observed_at LIMIT ?`
+	sqlClaimDocuments      = `SELECT ` + docColumns + ` FROM documents WHERE state = ? AND run_after <= ? AND priority >= ? ORDER BY priority DESC, run_after, observed_at LIMIT ?`
 	sqlClaimDocumentUpdate = `UPDATE documents SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
 	sqlDocumentByID        = `SELECT ` + docColumns + ` FROM documents WHERE id = ?`
 	sqlNextVersion         = `SELECT COALESCE(MAX(version), 0) + 1 FROM documents WHERE client = ? AND source_type = ? AND external_id = ?`
@@ -183,7 +183,7 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 	var out []store.Document
 	err := s.db.Write(ctx, "claim documents", func(tx sqlitedb.Tx) error {
 		var err error
-		out, err = queryDocuments(ctx, tx, sqlClaimDocuments, store.DocNew, sqlitedb.Micros(c.Now), c.Limit)
+		out, err = queryDocuments(ctx, tx, sqlClaimDocuments, store.DocNew, sqlitedb.Micros(c.Now), c.MinPriority(), c.Limit)
 		if err != nil {
 			return err
 		}

@@ -21,33 +21,69 @@ func bumpIdentity(ctx context.Context, tx sqlitedb.Tx, client string) error {
 
 // PutIdentityFacts implements store.Identities.
 func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, facts []store.IdentityFact) error {
-	if client == "" || source == "" {
-		return fmt.Errorf("%w: identity facts: client and source are required", store.ErrInvalid)
+	return s.PutIdentityFactSets(ctx, []store.IdentityFactSet{{Client: client, Source: source, Facts: facts}})
+}
+
+// PutIdentityFactSets implements store.Identities: the sets that change
+// something are written in one transaction.
+func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFactSet) error {
+	type change struct {
+		client, source string
+		want           []store.IdentityFact
 	}
-	want, err := store.PrepareFacts(source, facts)
-	if err != nil {
-		return err
+	var changes []change
+	sources := map[string][]string{} // by client
+	for _, set := range sets {
+		if set.Client == "" || set.Source == "" {
+			return fmt.Errorf("%w: identity facts: client and source are required", store.ErrInvalid)
+		}
+		sources[set.Client] = append(sources[set.Client], set.Source)
 	}
-	had, err := s.factsWhere(ctx, `client = ? AND source = ?`, client, source)
-	if err != nil {
-		return err
+	had := map[[2]string][]store.IdentityFact{} // what each client's source says now: one read per client
+	for client, srcs := range sources {
+		b, _ := json.Marshal(srcs)
+		facts, err := s.factsWhere(ctx, `client = ? AND source IN (SELECT value FROM json_each(?))`, client, string(b))
+		if err != nil {
+			return err
+		}
+		for _, f := range facts {
+			had[[2]string{client, f.Source}] = append(had[[2]string{client, f.Source}], f)
+		}
 	}
-	if store.SameFacts(had, want) {
+	for _, set := range sets {
+		want, err := store.PrepareFacts(set.Source, set.Facts)
+		if err != nil {
+			return err
+		}
+		if !store.SameFacts(had[[2]string{set.Client, set.Source}], want) {
+			changes = append(changes, change{set.Client, set.Source, want})
+		}
+	}
+	if len(changes) == 0 {
 		return nil
 	}
 	now := sqlitedb.Micros(time.Now())
 	return s.db.Write(ctx, "put identity facts", func(tx sqlitedb.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM identity_facts WHERE client = ? AND source = ?`, client, source); err != nil {
-			return err
-		}
-		for _, f := range want {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO identity_facts (client, source, ref, kind, value, evidence, seen, updated_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-				client, source, f.Ref, f.Kind, f.Value, f.Evidence, sqlitedb.Micros(f.Seen), now); err != nil {
+		bumped := map[string]bool{}
+		for _, c := range changes {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM identity_facts WHERE client = ? AND source = ?`, c.client, c.source); err != nil {
 				return err
 			}
+			for _, f := range c.want {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO identity_facts (client, source, ref, kind, value, evidence, seen, updated_at)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+					c.client, c.source, f.Ref, f.Kind, f.Value, f.Evidence, sqlitedb.Micros(f.Seen), now); err != nil {
+					return err
+				}
+			}
+			if !bumped[c.client] {
+				bumped[c.client] = true
+				if err := bumpIdentity(ctx, tx, c.client); err != nil {
+					return err
+				}
+			}
 		}
-		return bumpIdentity(ctx, tx, client)
+		return nil
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,23 +16,39 @@ import (
 
 // SaveTaskMemory implements store.Memories.
 func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
+	return s.SaveTaskMemories(ctx, []store.TaskMemory{m})
+}
+
+// SaveTaskMemories implements store.Memories: one transaction.
+func (s *Store) SaveTaskMemories(ctx context.Context, ms []store.TaskMemory) error {
 	now := time.Now()
-	m, data, err := store.PrepareTaskMemory(m, now)
-	if err != nil {
-		return err
-	}
-	return s.db.Write(ctx, "save task memory", func(tx sqlitedb.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO task_memory (task_id, client, data, updated_at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (task_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at WHERE task_memory.client = excluded.client`,
-			m.TaskID, m.Client, string(data), sqlitedb.Micros(now))
-		if err != nil {
+	data := make([][]byte, len(ms))
+	ms = slices.Clone(ms)
+	for i := range ms {
+		var err error
+		if ms[i], data[i], err = store.PrepareTaskMemory(ms[i], now); err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("task memory %s belongs to another client: %w", m.TaskID, store.ErrConflict)
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	return s.db.Write(ctx, "save task memory", func(tx sqlitedb.Tx) error {
+		for i, m := range ms {
+			res, err := tx.ExecContext(ctx, `INSERT INTO task_memory (task_id, client, data, updated_at) VALUES (?, ?, ?, ?)
+				ON CONFLICT (task_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at WHERE task_memory.client = excluded.client`,
+				m.TaskID, m.Client, string(data[i]), sqlitedb.Micros(now))
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return fmt.Errorf("task memory %s belongs to another client: %w", m.TaskID, store.ErrConflict)
+			}
+			if _, err := appendEvent(ctx, tx, store.TaskMemoryEvent(m, now)); err != nil {
+				return err
+			}
 		}
-		_, err = appendEvent(ctx, tx, store.TaskMemoryEvent(m, now))
-		return err
+		return nil
 	})
 }
 

@@ -16,7 +16,7 @@ const taskColumns = `id, kind, client, source_doc, payload, correlation_id, prio
 	run_after, lease_owner, lease_until, last_error, budget, usage, result, created_at, updated_at`
 
 const (
-	sqlClaimTasks      = `SELECT ` + taskColumns + ` FROM tasks WHERE stage = ? AND run_after <= ? ORDER BY priority DESC, run_after LIMIT ?`
+	sqlClaimTasks      = `SELECT ` + taskColumns + ` FROM tasks WHERE stage = ? AND run_after <= ? AND priority >= ? ORDER BY priority DESC, run_after LIMIT ?`
 	sqlClaimTaskUpdate = `UPDATE tasks SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
 	sqlTaskByID        = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`
 	sqlEnqueueTask     = `INSERT INTO tasks (` + taskColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
@@ -144,7 +144,7 @@ func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim
 	var out []store.Task
 	err := s.db.Write(ctx, "claim tasks", func(tx sqlitedb.Tx) error {
 		var err error
-		out, err = queryTasks(ctx, tx, sqlClaimTasks, stage, sqlitedb.Micros(c.Now), c.Limit)
+		out, err = queryTasks(ctx, tx, sqlClaimTasks, stage, sqlitedb.Micros(c.Now), c.MinPriority(), c.Limit)
 		if err != nil {
 			return err
 		}

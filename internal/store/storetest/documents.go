@@ -134,6 +134,11 @@ func testDocumentPriority(t *testing.T, s store.Store) {
 	if err := s.TransitionDocuments(ctx(t), []store.DocumentTransition{{ID: got[0].ID, From: store.DocIndexing, To: store.DocNew, Owner: "A", Bulk: true}}); err != nil {
 		t.Fatal(err)
 	}
+	urgent := claimAt(now, "B", 3)
+	urgent.Urgent = true
+	if got := must(s.ClaimDocuments(ctx(t), urgent))(t); len(got) != 0 {
+		t.Fatalf("an urgent claim took bulk documents: %+v", got)
+	}
 	rest := must(s.ClaimDocuments(ctx(t), claimAt(now, "B", 3)))(t)
 	if len(rest) != 3 || rest[2].ExternalID != "live" || rest[2].Priority != store.PriorityBulk {
 		t.Fatalf("after the demotion claimed %+v, want bulk1, bulk2, live", rest)

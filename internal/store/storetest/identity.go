@@ -123,3 +123,48 @@ func testIdentities(t *testing.T, s store.Store) {
 		t.Fatalf("an alias without a stage: %v", err)
 	}
 }
+
+// testIdentityFactSets: sets put in one call are as each put alone: facts
+// by source and client, the version moving when something changed and not
+// when nothing did, an invalid fact refused.
+func testIdentityFactSets(t *testing.T, s store.Store) {
+	c := ctx(t)
+	seen := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	ann := store.IdentityFact{Ref: "person:ann", Kind: store.FactEmail, Value: "ann@acme.test", Evidence: "From: Ann <ann@acme.test>", Seen: seen}
+	bob := store.IdentityFact{Ref: "person:bob", Kind: store.FactName, Value: "bob stone", Evidence: "Assignee: bob (Bob Stone)", Seen: seen}
+	sets := []store.IdentityFactSet{
+		{Client: "acme", Source: "email:1", Facts: []store.IdentityFact{ann}},
+		{Client: "acme", Source: "jira:ops-1", Facts: []store.IdentityFact{bob, ann}},
+		{Client: "globex", Source: "email:1", Facts: []store.IdentityFact{bob}},
+	}
+	v0 := must(s.IdentityVersion(c, "acme"))(t)
+	if err := s.PutIdentityFactSets(c, sets); err != nil {
+		t.Fatal(err)
+	}
+	v1 := must(s.IdentityVersion(c, "acme"))(t)
+	if v1 == v0 {
+		t.Fatal("the version did not move with new facts")
+	}
+	if got := must(s.ListIdentityFacts(c, "acme"))(t); len(got) != 3 {
+		t.Fatalf("acme facts: %+v", got)
+	}
+	if got := must(s.ListIdentityFacts(c, "globex"))(t); len(got) != 1 || got[0].Ref != "person:bob" {
+		t.Fatalf("globex facts: %+v", got)
+	}
+	if err := s.PutIdentityFactSets(c, sets); err != nil {
+		t.Fatal(err)
+	}
+	if v := must(s.IdentityVersion(c, "acme"))(t); v != v1 {
+		t.Fatalf("the same sets again moved the version %s → %s", v1, v)
+	}
+	// jira:ops-1 now says nothing; email:1 unchanged.
+	if err := s.PutIdentityFactSets(c, []store.IdentityFactSet{sets[0], {Client: "acme", Source: "jira:ops-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.ListIdentityFacts(c, "acme"))(t); len(got) != 1 || got[0].Source != "email:1" {
+		t.Fatalf("after emptying a source: %+v", got)
+	}
+	if err := s.PutIdentityFactSets(c, []store.IdentityFactSet{{Client: "acme", Source: "jira:ops-2", Facts: []store.IdentityFact{{Ref: "person:x"}}}}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a fact without kind and value: %v", err)
+	}
+}

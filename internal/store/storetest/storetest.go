@@ -50,9 +50,11 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 		t.Run("ConcurrentClaims", func(t *testing.T) { t.Parallel(); testConcurrentClaims(t, newStore(t)) })
 	}
 	t.Run("TaskMemory", func(t *testing.T) { t.Parallel(); testTaskMemory(t, newStore(t)) })
+	t.Run("TaskMemories", func(t *testing.T) { t.Parallel(); testTaskMemories(t, newStore(t)) })
 	t.Run("Events", func(t *testing.T) { t.Parallel(); testEvents(t, newStore(t)) })
 	t.Run("Aliases", func(t *testing.T) { t.Parallel(); testAliases(t, newStore(t)) })
 	t.Run("Identities", func(t *testing.T) { t.Parallel(); testIdentities(t, newStore(t)) })
+	t.Run("IdentityFactSets", func(t *testing.T) { t.Parallel(); testIdentityFactSets(t, newStore(t)) })
 	t.Run("Cursors", func(t *testing.T) { t.Parallel(); testCursors(t, newStore(t)) })
 	t.Run("ClientsAndKeys", func(t *testing.T) { t.Parallel(); testClients(t, newStore(t)) })
 	t.Run("Stats", func(t *testing.T) { t.Parallel(); testStats(t, newStore(t)) })

@@ -49,9 +49,15 @@ func testTaskDemotion(t *testing.T, s store.Store) {
 	live, bulk := task("acme", "live"), task("acme", "bulk")
 	live.Priority = store.PriorityLive
 	must(s.EnqueueTasks(ctx(t), live, bulk))(t)
-	got := must(s.ClaimTasks(ctx(t), store.StageQualify, claimAt(now, "q", 1)))(t)
+	// An urgent claim takes only what is above the bulk.
+	urgent := claimAt(now, "q", 10)
+	urgent.Urgent = true
+	got := must(s.ClaimTasks(ctx(t), store.StageQualify, urgent))(t)
 	if len(got) != 1 || got[0].SourceDoc != "live" || got[0].Priority != store.PriorityLive {
-		t.Fatalf("first claim: %+v", got)
+		t.Fatalf("urgent claim: %+v", got)
+	}
+	if more := must(s.ClaimTasks(ctx(t), store.StageQualify, urgent))(t); len(more) != 0 {
+		t.Fatalf("a second urgent claim took bulk work: %+v", more)
 	}
 	if err := s.TransitionTasks(ctx(t), []store.TaskTransition{{ID: got[0].ID, From: store.TaskQualifying, To: store.TaskNew, Owner: "q", Bulk: true}}); err != nil {
 		t.Fatal(err)
@@ -378,5 +384,42 @@ func testTaskMemory(t *testing.T, s store.Store) {
 	}
 	if err := s.DeleteTaskMemory(ctx(t), "acme", "t1"); err != nil {
 		t.Fatalf("delete twice: %v", err)
+	}
+}
+
+// testTaskMemories: many memories saved in one call read back as each
+// saved alone would, saving them again replaces them, and another client's
+// task ID in the batch is refused with ErrConflict.
+func testTaskMemories(t *testing.T, s store.Store) {
+	ms := []store.TaskMemory{
+		{TaskID: "t1", Client: "acme", ContextSummary: "first", RoutingDecision: store.TaskDone, GraphNodeKeys: []string{"jira:a-1"}},
+		{TaskID: "t2", Client: "acme", ContextSummary: "second", RoutingDecision: store.TaskReadyForGPU},
+		{TaskID: "t3", Client: "globex", ContextSummary: "third", RoutingDecision: store.TaskDone},
+	}
+	if err := s.SaveTaskMemories(ctx(t), ms); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveTaskMemories(ctx(t), nil); err != nil {
+		t.Fatalf("no memories: %v", err)
+	}
+	for _, m := range ms {
+		got := must(s.GetTaskMemory(ctx(t), m.Client, m.TaskID))(t)
+		if got.ContextSummary != m.ContextSummary || got.RoutingDecision != m.RoutingDecision || !slices.Equal(got.GraphNodeKeys, m.GraphNodeKeys) {
+			t.Fatalf("%s: %+v", m.TaskID, got)
+		}
+	}
+	ms[0].ContextSummary, ms[1].ContextSummary = "first, again", "second, again"
+	if err := s.SaveTaskMemories(ctx(t), ms[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.GetTaskMemory(ctx(t), "acme", "t2"))(t); got.ContextSummary != "second, again" {
+		t.Fatalf("replaced: %q", got.ContextSummary)
+	}
+	hijack := store.TaskMemory{TaskID: "t3", Client: "acme", ContextSummary: "not yours", RoutingDecision: store.TaskDone}
+	if err := s.SaveTaskMemories(ctx(t), []store.TaskMemory{hijack}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("another client's task in a batch: %v, want ErrConflict", err)
+	}
+	if got := must(s.GetTaskMemory(ctx(t), "globex", "t3"))(t); got.ContextSummary != "third" {
+		t.Fatalf("another client's memory overwritten: %q", got.ContextSummary)
 	}
 }
