@@ -317,6 +317,21 @@ func TestConsoleInABrowser(t *testing.T) {
 			if code != http.StatusAccepted {
 				t.Fatalf("ingest: %d %v", code, body)
 			}
+			// The pipeline quarantines it (asked through the API, so that a
+			// slow machine fails here, with how long it waited, and not
+			// in the browser).
+			quarantinedAt := time.Now()
+			for {
+				code, body := call(t, "GET", strings.TrimSuffix(base, "/")+"/api/v1/documents?state=QUARANTINED&limit=200", clientKey, "")
+				if code == http.StatusOK && strings.Contains(fmt.Sprint(body["items"]), "empty-"+size.name) {
+					break
+				}
+				if time.Since(quarantinedAt) > time.Minute {
+					t.Fatalf("the empty document is not quarantined after %s: %d %v", time.Since(quarantinedAt), code, body)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Logf("the empty document quarantined in %s", time.Since(quarantinedAt).Round(time.Millisecond))
 			var reason string
 			quarantinedRow := `[...document.querySelectorAll("#documents tbody tr")].find(r => r.textContent.includes("QUARANTINED") && r.textContent.includes("empty-` + size.name + `"))`
 			step(t, ctx, "a quarantined document's reason", chromedp.Navigate(base+"#/documents?state=QUARANTINED"),

@@ -39,6 +39,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, toError(fmt.Errorf("response writer %T cannot stream", w), s.log, r))
 		return
 	}
+	// "now" is fixed before the answer's headers go: a client that waits
+	// for them and then reads a list misses no event in between.
+	watch, done := s.eventWatch(r.Context())
+	defer done()
+	if fromNow { // only what happens from now on (a live view)
+		seq, _ = watch.now()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -46,11 +53,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "retry: 2000\n\n")
 	flusher.Flush()
-	watch, done := s.eventWatch(r.Context())
-	defer done()
-	if fromNow { // only what happens from now on (a live view)
-		seq, _ = watch.now()
-	}
 	keepAlive := time.NewTimer(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {

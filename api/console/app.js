@@ -267,12 +267,19 @@ function stopStream() { if (stream) { stream.abort(); stream = null; } }
 
 // events reads the event stream — the client's, or with the admin key
 // every client's — (Server-Sent Events over fetch, which can carry the key
-// as a header) and calls on(type, data, id) for each.
-async function events(on, after) {
+// as a header) and calls on(type, data, id) for each. It calls opened()
+// once the stream is open (or failed to open): from then on no event is
+// missed, so a screen reads its list after that.
+async function events(on, after, opened = () => {}) {
   stopStream();
   stream = new AbortController();
   const path = sessionStorage.getItem(ROLE) === "admin" ? "admin/v1/events" : "api/v1/events";
-  const res = await fetch(url(path + (after ? "?after=" + after : "")), { headers: { Authorization: "Bearer " + sessionStorage.getItem(KEY) }, signal: stream.signal });
+  let res;
+  try {
+    res = await fetch(url(path + (after ? "?after=" + after : "")), { headers: { Authorization: "Bearer " + sessionStorage.getItem(KEY) }, signal: stream.signal });
+  } finally {
+    opened();
+  }
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
   for (;;) {
@@ -317,14 +324,14 @@ async function documentsScreen({ params }) {
       list.replaceChildren(problem(err));
     }
   };
-  // The stream first, then the list: nothing that happens in between is
-  // missed.
+  // The stream open first, then the list: nothing that happens in between
+  // is missed.
   let pending = null;
-  events(() => {
+  await new Promise((opened) => events(() => {
     counter.textContent = String(++seen);
     clearTimeout(pending);
     pending = setTimeout(load, 200);
-  }, "now").catch(() => {});
+  }, "now", opened).catch(() => {}));
   await load();
 }
 
@@ -488,11 +495,11 @@ async function pipelineScreen() {
       box.replaceChildren(problem(err));
     }
   };
-  events(() => {
+  await new Promise((opened) => events(() => {
     counter.textContent = String(++seen);
     clearTimeout(pending);
     pending = setTimeout(load, 300);
-  }, "now").catch(() => {});
+  }, "now", opened).catch(() => {}));
   await load();
 }
 
