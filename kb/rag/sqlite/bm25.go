@@ -325,7 +325,11 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 	defer func() { sc.live = live[:0] }()
 	for _, tok := range tokens {
 		live = live[:0]
-		for _, p := range v.terms[tok] {
+		for c := v.terms[tok].cursor(); ; {
+			p, ok := c.next()
+			if !ok {
+				break
+			}
 			if row := v.docRow[p.doc]; row >= 0 {
 				live = append(live, posting{uint32(row), p.tf})
 			}
@@ -345,7 +349,7 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 	best := make(ranked, 0, q.Limit+1)
 	for _, i := range sc.touched {
 		s := sc.score[i]
-		if filtered && !f.Matches(v.meta[i]) {
+		if filtered && !f.Matches(v.meta(int(i))) {
 			continue
 		}
 		r := rankedHit{i: int(i), seq: v.seqs[i], score: s}
@@ -365,7 +369,7 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 	hits := make([]rag.Hit, len(best))
 	seqs := make(map[string]int64, len(best))
 	for j, r := range best {
-		hits[j] = rag.Hit{Chunk: v.meta[r.i], Score: r.score, BM25Score: r.score}
+		hits[j] = rag.Hit{Chunk: v.meta(r.i), Score: r.score, BM25Score: r.score}
 		seqs[v.ids[r.i]] = r.seq
 	}
 	return hits, seqs

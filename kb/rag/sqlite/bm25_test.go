@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -361,5 +363,34 @@ func TestTextTokensMatchFTS5(t *testing.T) {
 				t.Fatalf("%s, text %d %q:\n word by word %q\n FTS5        %q", order, i, texts[i], got[i], want[i])
 			}
 		}
+	}
+}
+
+// A term's encoded postings read back as they were added, in any order of
+// document numbers.
+func TestPostingListsRoundTrip(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	var l plist
+	var want []posting
+	for range 10_000 {
+		p := posting{doc: uint32(r.IntN(1 << 31)), tf: float32(1+r.IntN(300)) * columnWeights[r.IntN(2)]}
+		if r.IntN(2) == 0 && len(want) > 0 {
+			p.doc = want[len(want)-1].doc + 1 // mostly rising, as indexed
+		}
+		l.add(p)
+		want = append(want, p)
+	}
+	l.fit()
+	var got []posting
+	for c := l.cursor(); ; {
+		p, ok := c.next()
+		if !ok {
+			break
+		}
+		got = append(got, p)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("read %d postings back, %d added, not the same", len(got), len(want))
 	}
 }

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
+	"math"
 )
 
 // postings is a client's BM25 inverted index in memory: for every FTS5
@@ -11,9 +13,10 @@ import (
 // this process's writes, which tokenize new text with FTS5 itself
 // (tokenizer). A chunk's postings are tied to a document number that a new
 // text replaces, so replaced and deleted postings are skipped until a
-// compaction drops them.
+// compaction drops them. Each term's list is encoded (plist): about 3
+// bytes a posting instead of 8.
 type postings struct {
-	terms   map[string][]posting
+	terms   map[string]plist
 	docs    []uint32 // per row: its document number
 	nterms  []int32  // per row: how many postings it has
 	docRow  []int32  // per document number: its row, or -1
@@ -26,6 +29,50 @@ type posting struct {
 	tf  float32 // occurrences, weighted by column (columnWeights)
 }
 
+// plist is a term's postings, in the order they were added: per posting
+// the varint of its document number's difference from the one before
+// (signed: a load adds them in row-id order), then the uvarint of its tf
+// in quarters (columnWeights are whole).
+type plist struct {
+	data []byte
+	last uint32 // the last posting's document number
+}
+
+const tfQuarters = 4
+
+func (l *plist) add(p posting) {
+	l.data = binary.AppendVarint(l.data, int64(p.doc)-int64(l.last))
+	l.data = binary.AppendUvarint(l.data, uint64(math.Round(float64(p.tf*tfQuarters))))
+	l.last = p.doc
+}
+
+// fit drops the list's spare capacity once it has grown past an eighth.
+func (l *plist) fit() {
+	if cap(l.data)-len(l.data) > len(l.data)/8+8 {
+		l.data = append([]byte(nil), l.data...)
+	}
+}
+
+// cursor reads a plist's postings in order.
+type cursor struct {
+	data []byte
+	doc  int64
+}
+
+func (l plist) cursor() cursor { return cursor{data: l.data} }
+
+// next returns the next posting; ok is false at the end.
+func (c *cursor) next() (p posting, ok bool) {
+	if len(c.data) == 0 {
+		return posting{}, false
+	}
+	d, n := binary.Varint(c.data)
+	tf, m := binary.Uvarint(c.data[n:])
+	c.data = c.data[n+m:]
+	c.doc += d
+	return posting{uint32(c.doc), float32(tf) / tfQuarters}, true
+}
+
 const noDoc = ^uint32(0)
 
 // index gives row i a new document number and the postings of terms (nil:
@@ -33,13 +80,15 @@ const noDoc = ^uint32(0)
 func (p *postings) index(i int, terms map[string]float32) {
 	p.unindex(i)
 	if p.terms == nil {
-		p.terms = map[string][]posting{}
+		p.terms = map[string]plist{}
 	}
 	doc := uint32(len(p.docRow))
 	p.docRow = append(p.docRow, int32(i))
 	p.docs[i] = doc
 	for t, n := range terms {
-		p.terms[t] = append(p.terms[t], posting{doc, n})
+		l := p.terms[t]
+		l.add(posting{doc, n})
+		p.terms[t] = l
 	}
 	p.nterms[i] = int32(len(terms))
 	p.entries += len(terms)
@@ -60,16 +109,21 @@ func (p *postings) compact() {
 		return
 	}
 	for t, list := range p.terms {
-		live := list[:0]
-		for _, e := range list {
+		var live plist
+		for c := list.cursor(); ; {
+			e, ok := c.next()
+			if !ok {
+				break
+			}
 			if p.docRow[e.doc] >= 0 {
-				live = append(live, e)
+				live.add(e)
 			}
 		}
-		if len(live) == 0 {
+		if len(live.data) == 0 {
 			delete(p.terms, t)
 			continue
 		}
+		live.fit()
 		p.terms[t] = live
 	}
 	p.entries -= p.dead
@@ -93,18 +147,24 @@ func (x *index) loadPostings(ctx context.Context, tx *sql.Tx, v *vectors) error 
 		}
 		return columnWeights[1]
 	}
+	bySeq := make(map[int64]int, len(v.seqs)) // only while loading
+	for i, s := range v.seqs {
+		bySeq[s] = i
+	}
 	flush := func() {
 		if lastSeq < 0 {
 			return
 		}
-		if i, ok := v.bySeq[lastSeq]; ok {
-			v.terms[last] = append(v.terms[last], posting{v.docs[i], tf})
+		if i, ok := bySeq[lastSeq]; ok {
+			l := v.terms[last]
+			l.add(posting{v.docs[i], tf})
+			v.terms[last] = l
 			v.nterms[i]++
 			v.entries++
 		}
 	}
 	if v.terms == nil {
-		v.terms = map[string][]posting{}
+		v.terms = map[string]plist{}
 	}
 	for rows.Next() {
 		if err := rows.Scan(&term, &seq, &col); err != nil {
@@ -118,5 +178,12 @@ func (x *index) loadPostings(ctx context.Context, tx *sql.Tx, v *vectors) error 
 		last, lastSeq, tf = term, seq, weight(col)
 	}
 	flush()
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for t, l := range v.terms {
+		l.fit()
+		v.terms[t] = l
+	}
+	return nil
 }

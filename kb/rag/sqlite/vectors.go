@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"runtime"
 	"slices"
@@ -16,11 +17,13 @@ import (
 	"github.com/jervis-dev/jervis/kb/rag"
 )
 
-// vectors is one client's vectors in memory, flat for a fast exact scan,
-// with what filters need. Beside the float32 vectors it keeps an int8 copy
-// (one scale per row, rows padded to a multiple of 16): a search scans the
-// int8 copy — a quarter of the memory to read, which is what bounds the
-// scan — and rescores the best candidates exactly from the float32 ones.
+// vectors is one client's vectors in memory, flat for a fast scan, with
+// what filters need. Each vector is kept twice, quantized with one scale
+// per row: in int8 (rows padded to a multiple of 16), which a search scans
+// — a quarter of float32's memory to read, which is what bounds the scan —,
+// and in int16, from which the best candidates are scored again (within
+// about 1e-4 of the float32 dot product, at half its memory; the float32
+// vectors stay on disk).
 //
 // It also keeps, per chunk, its FTS5 row id and token count (the length
 // BM25 normalises by), so that BM25 can be scored from the FTS5 postings
@@ -36,17 +39,128 @@ type vectors struct {
 	gen      int64 // generation loaded; -1 = not loaded or stale
 	dim      int
 	pos      map[string]int
-	bySeq    map[int64]int
 	ids      []string
 	seqs     []int64
 	lens     []int32 // tokens per chunk, as FTS5 counts them
 	tokens   int64   // sum of lens
-	flat     []float32
-	stride   int    // int8 row length: dim rounded up to 16
-	q8       []int8 // len(ids)*stride
+	stride   int     // int8 row length: dim rounded up to 16
+	q8       []int8  // len(ids)*stride
 	scales   []float32
-	meta     []rag.Chunk // without Text and Vector
-	postings             // BM25's inverted index (postings.go)
+	q16      []int16 // len(ids)*dim
+	scales16 []float32
+	metaOf   []int32 // per row: its entry in metas
+	metas            // the rows' metadata, each distinct one once
+	postings         // BM25's inverted index (postings.go)
+}
+
+// metas holds chunk metadata (a rag.Chunk without ID, Text, Title and
+// Vector), each distinct one once: a document's chunks share theirs, which
+// held most of the index's strings when each row had its own copy.
+type metas struct {
+	list   []rag.Chunk
+	users  []int32          // per entry: the rows using it (0: free)
+	byHash map[uint64]int32 // an entry per hash of its fields
+	free   []int32
+}
+
+var metaSeed = maphash.MakeSeed()
+
+func metaHash(c *rag.Chunk) uint64 {
+	var h maphash.Hash
+	h.SetSeed(metaSeed)
+	for _, s := range [...]string{c.SourceURN, c.SourceType, c.Kind, c.NodeKey} {
+		h.WriteString(s)
+		h.WriteByte(0)
+	}
+	for _, r := range c.GraphRefs {
+		h.WriteString(r)
+		h.WriteByte(1)
+	}
+	maphash.WriteComparable(&h, c.Timestamp.UnixNano())
+	return h.Sum64()
+}
+
+func sameMeta(a, b *rag.Chunk) bool {
+	return a.SourceURN == b.SourceURN && a.SourceType == b.SourceType && a.Kind == b.Kind && a.NodeKey == b.NodeKey &&
+		a.Timestamp.Equal(b.Timestamp) && slices.Equal(a.GraphRefs, b.GraphRefs)
+}
+
+// add returns the entry of c's metadata, counting one more row using it.
+func (m *metas) add(c rag.Chunk) int32 {
+	c.ID, c.Text, c.Title, c.Vector = "", "", "", nil
+	h := metaHash(&c)
+	if i, ok := m.byHash[h]; ok && sameMeta(&m.list[i], &c) {
+		m.users[i]++
+		return i
+	}
+	if m.byHash == nil {
+		m.byHash = map[uint64]int32{}
+	}
+	var i int32
+	if n := len(m.free); n > 0 {
+		i, m.free = m.free[n-1], m.free[:n-1]
+		m.list[i], m.users[i] = c, 1
+	} else {
+		i = int32(len(m.list))
+		m.list, m.users = append(m.list, c), append(m.users, 1)
+	}
+	if _, taken := m.byHash[h]; !taken { // a collision keeps the first
+		m.byHash[h] = i
+	}
+	return i
+}
+
+// release counts one row less using entry i, freeing it when none does.
+func (m *metas) release(i int32) {
+	if m.users[i]--; m.users[i] > 0 {
+		return
+	}
+	if h := metaHash(&m.list[i]); m.byHash[h] == i {
+		delete(m.byHash, h)
+	}
+	m.list[i] = rag.Chunk{}
+	m.free = append(m.free, i)
+}
+
+// meta returns row i's metadata (a chunk without Text, Title and Vector).
+func (v *vectors) meta(i int) rag.Chunk {
+	c := v.metas.list[v.metaOf[i]]
+	c.ID = v.ids[i]
+	return c
+}
+
+// quantize16 writes vec, scaled to ±32767, into row and returns the scale.
+func quantize16(vec []float32, row []int16) float32 {
+	var m float32
+	for _, x := range vec {
+		m = max(m, x, -x)
+	}
+	clear(row)
+	if m == 0 {
+		return 0
+	}
+	for i, x := range vec {
+		row[i] = int16(math.Round(float64(x / m * 32767)))
+	}
+	return m / 32767
+}
+
+// rescore is the dot product of q with row i, from its int16 copy.
+func (v *vectors) rescore(q []float32, i int) float32 {
+	row := v.q16[i*v.dim : (i+1)*v.dim]
+	q = q[:len(row)]
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(row); j += 4 {
+		s0 += q[j] * float32(row[j])
+		s1 += q[j+1] * float32(row[j+1])
+		s2 += q[j+2] * float32(row[j+2])
+		s3 += q[j+3] * float32(row[j+3])
+	}
+	for ; j < len(row); j++ {
+		s0 += q[j] * float32(row[j])
+	}
+	return (s0 + s1 + s2 + s3) * v.scales16[i]
 }
 
 // quantize writes vec, scaled to ±127, into row (len stride; the padding
@@ -71,18 +185,18 @@ func quantize(vec []float32, row []int8) float32 {
 // new chunk, leaves them to whoever loads them (load).
 func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms map[string]float32) {
 	if v.pos == nil {
-		v.pos, v.bySeq = map[string]int{}, map[int64]int{}
+		v.pos = map[string]int{}
 	}
 	if v.dim == 0 {
 		v.dim = len(vec)
 		v.stride = (v.dim + 15) / 16 * 16
 	}
-	m := c
-	m.Text, m.Title, m.Vector = "", "", nil
+	m := v.metas.add(c)
 	if i, ok := v.pos[c.ID]; ok {
-		copy(v.flat[i*v.dim:], vec)
 		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride])
-		v.meta[i] = m
+		v.scales16[i] = quantize16(vec, v.q16[i*v.dim:(i+1)*v.dim])
+		v.metas.release(v.metaOf[i])
+		v.metaOf[i] = m
 		v.tokens += int64(length - v.lens[i])
 		v.lens[i] = length
 		if terms != nil {
@@ -90,13 +204,14 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 		}
 		return
 	}
-	v.pos[c.ID], v.bySeq[seq] = len(v.ids), len(v.ids)
+	v.pos[c.ID] = len(v.ids)
 	v.ids, v.seqs, v.lens = append(v.ids, c.ID), append(v.seqs, seq), append(v.lens, length)
 	v.tokens += int64(length)
-	v.flat = append(v.flat, vec...)
 	v.q8 = append(v.q8, make([]int8, v.stride)...)
 	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:]))
-	v.meta = append(v.meta, m)
+	v.q16 = append(v.q16, make([]int16, v.dim)...)
+	v.scales16 = append(v.scales16, quantize16(vec, v.q16[len(v.q16)-v.dim:]))
+	v.metaOf = append(v.metaOf, m)
 	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
 	v.index(len(v.ids)-1, terms)
 }
@@ -108,19 +223,19 @@ func (v *vectors) remove(id string) {
 	}
 	v.tokens -= int64(v.lens[i])
 	delete(v.pos, id)
-	delete(v.bySeq, v.seqs[i])
+	v.metas.release(v.metaOf[i])
 	v.unindex(i)
 	last := len(v.ids) - 1
 	if i != last {
-		v.ids[i], v.seqs[i], v.lens[i], v.scales[i], v.meta[i] = v.ids[last], v.seqs[last], v.lens[last], v.scales[last], v.meta[last]
+		v.ids[i], v.seqs[i], v.lens[i], v.scales[i], v.scales16[i], v.metaOf[i] = v.ids[last], v.seqs[last], v.lens[last], v.scales[last], v.scales16[last], v.metaOf[last]
 		v.docs[i], v.nterms[i] = v.docs[last], v.nterms[last]
 		v.docRow[v.docs[i]] = int32(i)
-		copy(v.flat[i*v.dim:(i+1)*v.dim], v.flat[last*v.dim:])
+		copy(v.q16[i*v.dim:(i+1)*v.dim], v.q16[last*v.dim:])
 		copy(v.q8[i*v.stride:(i+1)*v.stride], v.q8[last*v.stride:])
-		v.pos[v.ids[i]], v.bySeq[v.seqs[i]] = i, i
+		v.pos[v.ids[i]] = i
 	}
-	v.ids, v.seqs, v.lens, v.scales, v.meta = v.ids[:last], v.seqs[:last], v.lens[:last], v.scales[:last], v.meta[:last]
-	v.flat, v.q8 = v.flat[:last*v.dim], v.q8[:last*v.stride]
+	v.ids, v.seqs, v.lens, v.scales, v.scales16, v.metaOf = v.ids[:last], v.seqs[:last], v.lens[:last], v.scales[:last], v.scales16[:last], v.metaOf[:last]
+	v.q16, v.q8 = v.q16[:last*v.dim], v.q8[:last*v.stride]
 	v.docs, v.nterms = v.docs[:last], v.nterms[:last]
 	v.compact()
 }
@@ -190,8 +305,8 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	}
 	defer rows.Close()
 	// not *v = ...: v.mu is held
-	v.gen, v.dim, v.pos, v.bySeq, v.ids, v.seqs, v.lens, v.tokens, v.flat, v.meta = -1, 0, nil, nil, nil, nil, nil, 0, nil, nil
-	v.stride, v.q8, v.scales = 0, nil, nil
+	v.gen, v.dim, v.pos, v.ids, v.seqs, v.lens, v.tokens = -1, 0, nil, nil, nil, nil, 0
+	v.stride, v.q8, v.scales, v.q16, v.scales16, v.metaOf, v.metas = 0, nil, nil, nil, nil, nil, metas{}
 	v.postings = postings{}
 	for rows.Next() {
 		var c rag.Chunk
@@ -324,7 +439,7 @@ func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) 
 		dotsI8(q16, v.q8[start*v.stride:end*v.stride], v.stride, ints)
 		for j, d := range ints {
 			s := float32(d) * v.scales[start+j]
-			if s <= thr || filtered && !f.Matches(v.meta[start+j]) {
+			if s <= thr || filtered && !f.Matches(v.meta(start+j)) {
 				continue
 			}
 			buf = append(buf, scored{start + j, s})
@@ -379,9 +494,9 @@ func selectBest(xs []scored, k int) float32 {
 	return low
 }
 
-// nearest returns the best limit rows for the unit vector qv that pass f,
-// exactly scored: the int8 scan (in parts scans at once) picks
-// rescored(limit) candidates, the float32 vectors score them.
+// nearest returns the best limit rows for the unit vector qv that pass f:
+// the int8 scan (in parts scans at once) picks rescored(limit) candidates,
+// their int16 copies score them again.
 func (v *vectors) nearest(qv []float32, f rag.Filter, limit, parts int) topK {
 	n := len(v.ids)
 	filtered := f.Active()
@@ -398,7 +513,7 @@ func (v *vectors) nearest(qv []float32, f rag.Filter, limit, parts int) topK {
 	var best topK
 	for _, r := range results {
 		for _, s := range r {
-			s.score = dot(qv, v.flat[s.i*v.dim:(s.i+1)*v.dim])
+			s.score = v.rescore(qv, s.i)
 			best.offer(s, limit)
 		}
 	}
@@ -473,7 +588,7 @@ func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int64, error) {
 	hits := make([]rag.Hit, len(best))
 	seqs := make(map[string]int64, len(best))
 	for i, s := range best {
-		hits[i] = rag.Hit{Chunk: v.meta[s.i], Score: float64(s.score), VectorScore: float64(s.score)}
+		hits[i] = rag.Hit{Chunk: v.meta(s.i), Score: float64(s.score), VectorScore: float64(s.score)}
 		seqs[v.ids[s.i]] = v.seqs[s.i]
 	}
 	return hits, seqs, nil
