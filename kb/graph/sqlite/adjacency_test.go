@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +114,43 @@ func TestGraphPreload(t *testing.T) {
 	}
 	if loaded["acme"] != 1 || s.adjacencyOf("acme").gen < 1 {
 		t.Fatalf("preloaded %v, gen %d", loaded, s.adjacencyOf("acme").gen)
+	}
+}
+
+// The arcs, which hold no edge key, sort as their keys (graph.EdgeKey) do
+// in the database's indexes, even for keys made of "-" and ">".
+func TestArcsSortAsTheirEdgeKeys(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	word := func() string {
+		b := make([]byte, r.IntN(5))
+		for i := range b {
+			b[i] = "a->b"[r.IntN(4)]
+		}
+		return string(b)
+	}
+	for range 200 {
+		end := word()
+		var in, out []arc
+		seen := map[arc]bool{}
+		for range 20 {
+			x := arc{intern([]string{"knows", "owns"}[r.IntN(2)]), intern(word())}
+			if !seen[x] {
+				seen[x] = true
+				in, out = append(in, x), append(out, x)
+			}
+		}
+		slices.SortFunc(in, compareIn(end))
+		slices.SortFunc(out, compareOut)
+		if !slices.IsSortedFunc(in, func(a, b arc) int {
+			return strings.Compare(graph.EdgeKey(a.typ.Value(), a.other.Value(), end), graph.EdgeKey(b.typ.Value(), b.other.Value(), end))
+		}) {
+			t.Fatalf("arcs into %q not in key order: %v", end, in)
+		}
+		if !slices.IsSortedFunc(out, func(a, b arc) int {
+			return strings.Compare(graph.EdgeKey(a.typ.Value(), end, a.other.Value()), graph.EdgeKey(b.typ.Value(), end, b.other.Value()))
+		}) {
+			t.Fatalf("arcs out of %q not in key order: %v", end, out)
+		}
 	}
 }

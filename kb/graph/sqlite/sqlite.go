@@ -228,7 +228,7 @@ func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) erro
 		return nil
 	}, func(a *adjacency) {
 		for _, e := range edges {
-			a.addEdge(e.Key(), e.Type, e.From, e.To)
+			a.addEdge(e.Type, e.From, e.To)
 		}
 	})
 }
@@ -391,21 +391,17 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	}
 	var start []string
 	for _, k := range q.Start {
-		if _, ok := adj.nodes[k]; ok && !slices.Contains(start, k) {
+		if adj.hasNode(k) && !slices.Contains(start, k) {
 			start = append(start, k)
 		}
 	}
 	// Within a level: edges out of the frontier, then into it; by frontier
 	// key, then edge type and key (the adjacency's order).
 	keys, depth, _ := graph.Walk(q, start, func(frontier []string, dir graph.Direction) iter.Seq2[graph.Step, error] {
-		arcs := adj.out
-		if dir == graph.In {
-			arcs = adj.in
-		}
 		return func(yield func(graph.Step, error) bool) {
 			for _, f := range frontier {
-				for _, x := range arcs[f] {
-					if !yield(graph.Step{Type: x.typ, Other: x.other}, nil) {
+				for _, x := range adj.arcs(f, dir == graph.In) {
+					if !yield(graph.Step{Type: x.typ.Value(), Other: x.other.Value()}, nil) {
 						return
 					}
 				}
@@ -416,9 +412,9 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	// key, not by scanning every edge out of each node.
 	var edgeKeys []string
 	for _, k := range keys {
-		for _, x := range adj.out[k] {
-			if _, reached := depth[x.other]; reached && (len(q.EdgeTypes) == 0 || slices.Contains(q.EdgeTypes, x.typ)) {
-				edgeKeys = append(edgeKeys, x.key)
+		for _, x := range adj.arcs(k, false) {
+			if _, reached := depth[x.other.Value()]; reached && (len(q.EdgeTypes) == 0 || slices.Contains(q.EdgeTypes, x.typ.Value())) {
+				edgeKeys = append(edgeKeys, graph.EdgeKey(x.typ.Value(), k, x.other.Value()))
 			}
 		}
 	}
@@ -547,7 +543,7 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 		return r, nil
 	}
 	ids := idsJSON(chunkIDs)
-	var deadEdges [][3]string // key, from, to
+	var deadEdges [][3]string // type, from, to
 	var deadNodes []string
 	err := g.write(ctx, "remove evidence", func(tx sqlitedb.Tx) error {
 		r = graph.Removed{}
@@ -569,7 +565,7 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 			}
 		}
 		// Edges left without evidence go, and their endpoints may be orphans.
-		rows, err := tx.QueryContext(ctx, `SELECT key, from_key, to_key FROM edges WHERE client = ? AND key IN (SELECT value FROM json_each(?))
+		rows, err := tx.QueryContext(ctx, `SELECT key, type, from_key, to_key FROM edges WHERE client = ? AND key IN (SELECT value FROM json_each(?))
 			AND NOT EXISTS (SELECT 1 FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key)`, g.client, idsJSON(edgeKeys))
 		if err != nil {
 			return err
@@ -577,13 +573,13 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 		var dead []string
 		candidates := nodeKeys
 		for rows.Next() {
-			var k, from, to string
-			if err := rows.Scan(&k, &from, &to); err != nil {
+			var k, typ, from, to string
+			if err := rows.Scan(&k, &typ, &from, &to); err != nil {
 				rows.Close()
 				return err
 			}
 			dead = append(dead, k)
-			deadEdges = append(deadEdges, [3]string{k, from, to})
+			deadEdges = append(deadEdges, [3]string{typ, from, to})
 			candidates = append(candidates, from, to)
 		}
 		rows.Close()
@@ -752,9 +748,9 @@ func (g *clientGraph) MergeNode(ctx context.Context, alias, canonical string) (g
 		}
 		a.addNode(canonical)
 		for _, p := range moved {
-			a.removeEdge(p[0].Key(), p[0].From, p[0].To)
+			a.removeEdge(p[0].Type, p[0].From, p[0].To)
 			if p[1].From != "" {
-				a.addEdge(p[1].Key(), p[1].Type, p[1].From, p[1].To)
+				a.addEdge(p[1].Type, p[1].From, p[1].To)
 			}
 		}
 		a.removeNode(alias)
