@@ -269,6 +269,9 @@ func rankItems(hits []rag.Hit, limit int) []Item {
 	for _, h := range hits {
 		i, ok := byURN[h.Chunk.SourceURN]
 		if !ok {
+			if len(items) == limit {
+				continue // an item after the best limit: no need to build it
+			}
 			i = len(items)
 			byURN[h.Chunk.SourceURN] = i
 			items = append(items, Item{Kind: ItemSource, Score: h.Score, Content: h.Chunk.Text, ChunkID: h.Chunk.ID,
@@ -284,7 +287,7 @@ func rankItems(hits []rag.Hit, limit int) []Item {
 			}
 		}
 	}
-	return items[:min(limit, len(items))] // in the order of their best passages
+	return items // in the order of their best passages
 }
 
 // isLinkContext reports a link's context: an excerpt of the item the link

@@ -102,6 +102,7 @@ func TestQuantizedScanRecall(t *testing.T) {
 		k := c.k
 		for _, qv := range qs {
 			want := exact(qv, k)
+			q16, qscale := queryI16(qv, v.stride)
 			var got []int
 			for _, s := range v.nearest(qv, rag.Filter{}, k, c.parts) {
 				got = append(got, s.i)
@@ -115,7 +116,7 @@ func TestQuantizedScanRecall(t *testing.T) {
 				if !slices.Contains(got, i) && dot(qv, vecs[i])-kth > 1e-4 {
 					missed++
 				}
-				if d := v.rescore(qv, i) - dot(qv, vecs[i]); d > 1e-4 || d < -1e-4 {
+				if d := v.rescore(q16, qscale, i) - dot(qv, vecs[i]); d > 1e-4 || d < -1e-4 {
 					t.Fatalf("row %d rescored %g from the exact score", i, d)
 				}
 			}
@@ -151,7 +152,7 @@ func BenchmarkDots(b *testing.B) {
 		quantize(flat[j*dim:(j+1)*dim], q8[j*stride:(j+1)*stride])
 	}
 	copy(q, flat)
-	q16 := queryI16(q, stride)
+	q16, _ := queryI16(q, stride)
 	ints, floats := make([]int32, scanBlock), make([]float32, scanBlock)
 	b.Run("int8", func(b *testing.B) {
 		for b.Loop() {
