@@ -208,8 +208,9 @@ func TestSelectBest(t *testing.T) {
 	}
 }
 
-// A document's chunks share one metadata entry; replacing or removing
-// rows frees entries nobody uses, and each row still reads its own.
+// A document's chunks share one metadata entry, and chunks naming the same
+// refs one ref set; replacing or removing rows frees entries nobody uses,
+// and each row still reads its own.
 func TestRowsShareTheirMetadata(t *testing.T) {
 	t.Parallel()
 	var v vectors
@@ -222,27 +223,36 @@ func TestRowsShareTheirMetadata(t *testing.T) {
 		v.put(doc(fmt.Sprint("a", i), "urn:a", "issue:A-1"), vec, int64(i+1), 1, nil)
 	}
 	v.put(doc("b0", "urn:b", "issue:B-1"), vec, 6, 1, nil)
-	v.put(doc("c0", "urn:a", "issue:A-1", "person:x"), vec, 7, 1, nil) // other refs: its own
-	live := func() int { return len(v.metas.list) - len(v.metas.free) }
-	if live() != 3 {
-		t.Fatalf("%d entries for 3 distinct metadata", live())
+	v.put(doc("c0", "urn:a", "issue:A-1", "person:x"), vec, 7, 1, nil) // urn:a's, with refs of its own
+	want := func(when string, docs, refs int) {
+		t.Helper()
+		if v.docMetas.live() != docs || v.refSets.live() != refs {
+			t.Fatalf("%s: %d document entries and %d ref sets, want %d and %d", when, v.docMetas.live(), v.refSets.live(), docs, refs)
+		}
 	}
-	if m := v.meta(v.pos["a3"]); m.ID != "a3" || m.SourceURN != "urn:a" || m.NodeKey != "node:urn:a" || !m.Timestamp.Equal(ts) || len(m.GraphRefs) != 1 {
+	want("at first", 2, 3)
+	if m := v.meta(v.pos["a3"]); m.ID != "a3" || m.SourceURN != "urn:a" || m.NodeKey != "node:urn:a" || !m.Timestamp.Equal(ts) || !slices.Equal(m.GraphRefs, []string{"issue:A-1"}) {
 		t.Fatalf("a3: %+v", m)
 	}
-	// b0 moves to urn:a's metadata: its entry is freed, then reused.
+	if m := v.meta(v.pos["c0"]); m.SourceURN != "urn:a" || !slices.Equal(m.GraphRefs, []string{"issue:A-1", "person:x"}) {
+		t.Fatalf("c0: %+v", m)
+	}
+	// b0 moves to urn:a's metadata and refs: its entries are freed, then reused.
 	v.put(doc("b0", "urn:a", "issue:A-1"), vec, 6, 1, nil)
-	if live() != 2 || v.meta(v.pos["b0"]).SourceURN != "urn:a" {
-		t.Fatalf("after b0 moved: %d entries, %+v", live(), v.meta(v.pos["b0"]))
+	want("after b0 moved", 1, 2)
+	if m := v.meta(v.pos["b0"]); m.SourceURN != "urn:a" || m.GraphRefs[0] != "issue:A-1" {
+		t.Fatalf("b0 moved: %+v", m)
 	}
 	v.put(doc("d0", "urn:d"), vec, 8, 1, nil)
-	if live() != 3 || len(v.metas.list) != 3 {
-		t.Fatalf("the freed entry is not reused: %d live of %d", live(), len(v.metas.list))
+	want("after d0", 2, 3)
+	if len(v.docMetas.list) != 2 || len(v.refSets.list) != 3 {
+		t.Fatalf("freed entries are not reused: %d document entries, %d ref sets", len(v.docMetas.list), len(v.refSets.list))
 	}
 	for _, id := range []string{"a0", "a1", "a2", "a3", "a4", "b0"} {
 		v.remove(id)
 	}
-	if live() != 2 || v.meta(v.pos["c0"]).GraphRefs[1] != "person:x" || v.meta(v.pos["d0"]).SourceURN != "urn:d" {
-		t.Fatalf("after removals: %d entries; c0 %+v, d0 %+v", live(), v.meta(v.pos["c0"]), v.meta(v.pos["d0"]))
+	want("after removals", 2, 2)
+	if m, d := v.meta(v.pos["c0"]), v.meta(v.pos["d0"]); m.GraphRefs[1] != "person:x" || m.SourceURN != "urn:a" || d.SourceURN != "urn:d" || len(d.GraphRefs) != 0 {
+		t.Fatalf("after removals: c0 %+v, d0 %+v", m, d)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/kb/rag"
@@ -48,48 +49,32 @@ type vectors struct {
 	scales   []float32
 	q16      []int16 // len(ids)*dim
 	scales16 []float32
-	metaOf   []int32 // per row: its entry in metas
-	metas            // the rows' metadata, each distinct one once
-	postings         // BM25's inverted index (postings.go)
+	docOf    []int32 // per row: its entry in docMetas
+	refsOf   []int32 // per row: its entry in refSets
+	docMetas shared[docMeta]
+	refSets  shared[[]string]
+	postings // BM25's inverted index (postings.go)
 }
 
-// metas holds chunk metadata (a rag.Chunk without ID, Text, Title and
-// Vector), each distinct one once: a document's chunks share theirs, which
-// held most of the index's strings when each row had its own copy.
-type metas struct {
-	list   []rag.Chunk
+// shared is a table of values each kept once, counted by the rows using
+// them: rows point into it by index. The chunk index keeps two: the
+// metadata a document's chunks share (source, kind, node, time) and the
+// chunks' graph refs (the document's node and the entities a chunk names,
+// the same sets recurring); each held most of the index's strings when
+// every row had its own copy.
+type shared[T any] struct {
+	list   []T
 	users  []int32          // per entry: the rows using it (0: free)
-	byHash map[uint64]int32 // an entry per hash of its fields
+	byHash map[uint64]int32 // an entry per hash of its value
 	free   []int32
+	hash   func(*T) uint64
+	equal  func(a, b *T) bool
 }
 
-var metaSeed = maphash.MakeSeed()
-
-func metaHash(c *rag.Chunk) uint64 {
-	var h maphash.Hash
-	h.SetSeed(metaSeed)
-	for _, s := range [...]string{c.SourceURN, c.SourceType, c.Kind, c.NodeKey} {
-		h.WriteString(s)
-		h.WriteByte(0)
-	}
-	for _, r := range c.GraphRefs {
-		h.WriteString(r)
-		h.WriteByte(1)
-	}
-	maphash.WriteComparable(&h, c.Timestamp.UnixNano())
-	return h.Sum64()
-}
-
-func sameMeta(a, b *rag.Chunk) bool {
-	return a.SourceURN == b.SourceURN && a.SourceType == b.SourceType && a.Kind == b.Kind && a.NodeKey == b.NodeKey &&
-		a.Timestamp.Equal(b.Timestamp) && slices.Equal(a.GraphRefs, b.GraphRefs)
-}
-
-// add returns the entry of c's metadata, counting one more row using it.
-func (m *metas) add(c rag.Chunk) int32 {
-	c.ID, c.Text, c.Title, c.Vector = "", "", "", nil
-	h := metaHash(&c)
-	if i, ok := m.byHash[h]; ok && sameMeta(&m.list[i], &c) {
+// add returns x's entry, counting one more row using it.
+func (m *shared[T]) add(x T) int32 {
+	h := m.hash(&x)
+	if i, ok := m.byHash[h]; ok && m.equal(&m.list[i], &x) {
 		m.users[i]++
 		return i
 	}
@@ -99,10 +84,10 @@ func (m *metas) add(c rag.Chunk) int32 {
 	var i int32
 	if n := len(m.free); n > 0 {
 		i, m.free = m.free[n-1], m.free[:n-1]
-		m.list[i], m.users[i] = c, 1
+		m.list[i], m.users[i] = x, 1
 	} else {
 		i = int32(len(m.list))
-		m.list, m.users = append(m.list, c), append(m.users, 1)
+		m.list, m.users = append(m.list, x), append(m.users, 1)
 	}
 	if _, taken := m.byHash[h]; !taken { // a collision keeps the first
 		m.byHash[h] = i
@@ -111,22 +96,80 @@ func (m *metas) add(c rag.Chunk) int32 {
 }
 
 // release counts one row less using entry i, freeing it when none does.
-func (m *metas) release(i int32) {
+func (m *shared[T]) release(i int32) {
 	if m.users[i]--; m.users[i] > 0 {
 		return
 	}
-	if h := metaHash(&m.list[i]); m.byHash[h] == i {
+	if h := m.hash(&m.list[i]); m.byHash[h] == i {
 		delete(m.byHash, h)
 	}
-	m.list[i] = rag.Chunk{}
+	var zero T
+	m.list[i] = zero
 	m.free = append(m.free, i)
+}
+
+// live is how many entries are in use.
+func (m *shared[T]) live() int { return len(m.list) - len(m.free) }
+
+var metaSeed = maphash.MakeSeed()
+
+// docMeta is what a document's chunks share.
+type docMeta struct {
+	sourceURN, sourceType, kind, nodeKey string
+	ts                                   time.Time
+}
+
+func newDocMetas() shared[docMeta] {
+	return shared[docMeta]{
+		hash:  func(m *docMeta) uint64 { return maphash.Comparable(metaSeed, *m) },
+		equal: func(a, b *docMeta) bool { return *a == *b },
+	}
+}
+
+func newRefSets() shared[[]string] {
+	return shared[[]string]{
+		hash: func(refs *[]string) uint64 {
+			var h maphash.Hash
+			h.SetSeed(metaSeed)
+			for _, r := range *refs {
+				h.WriteString(r)
+				h.WriteByte(0)
+			}
+			return h.Sum64()
+		},
+		equal: func(a, b *[]string) bool { return slices.Equal(*a, *b) },
+	}
+}
+
+// addMeta counts row metadata c in the shared tables and returns its
+// entries. A new ref set's strings are interned: every set naming a node
+// shares one copy of its key.
+func (v *vectors) addMeta(c rag.Chunk) (doc, refs int32) {
+	if v.docMetas.hash == nil {
+		v.docMetas, v.refSets = newDocMetas(), newRefSets()
+	}
+	doc = v.docMetas.add(docMeta{c.SourceURN, c.SourceType, c.Kind, c.NodeKey, c.Timestamp})
+	refs = v.refSets.add(c.GraphRefs)
+	if v.refSets.users[refs] == 1 { // new: keep interned copies
+		set := make([]string, len(c.GraphRefs))
+		for j, r := range c.GraphRefs {
+			set[j] = unique.Make(r).Value()
+		}
+		v.refSets.list[refs] = set
+	}
+	return doc, refs
+}
+
+func (v *vectors) releaseMeta(i int) {
+	v.docMetas.release(v.docOf[i])
+	v.refSets.release(v.refsOf[i])
 }
 
 // meta returns row i's metadata (a chunk without Text, Title and Vector).
 func (v *vectors) meta(i int) rag.Chunk {
-	c := v.metas.list[v.metaOf[i]]
-	c.ID = v.ids[i]
-	return c
+	d := v.docMetas.list[v.docOf[i]]
+	return rag.Chunk{ID: v.ids[i], SourceURN: d.sourceURN, SourceType: d.sourceType, Kind: d.kind, NodeKey: d.nodeKey, Timestamp: d.ts,
+		GraphRefs: v.refSets.list[v.refsOf[i]]}
 }
 
 // quantize16 writes vec, scaled to ±32767, into row and returns the scale.
@@ -194,12 +237,12 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 		v.dim = len(vec)
 		v.stride = (v.dim + 15) / 16 * 16
 	}
-	m := v.metas.add(c)
+	doc, refs := v.addMeta(c)
 	if i, ok := v.pos[c.ID]; ok {
 		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride])
 		v.scales16[i] = quantize16(vec, v.q16[i*v.dim:(i+1)*v.dim])
-		v.metas.release(v.metaOf[i])
-		v.metaOf[i] = m
+		v.releaseMeta(i)
+		v.docOf[i], v.refsOf[i] = doc, refs
 		v.tokens += int64(length - v.lens[i])
 		v.lens[i] = length
 		if terms != nil {
@@ -214,7 +257,7 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:]))
 	v.q16 = append(v.q16, make([]int16, v.dim)...)
 	v.scales16 = append(v.scales16, quantize16(vec, v.q16[len(v.q16)-v.dim:]))
-	v.metaOf = append(v.metaOf, m)
+	v.docOf, v.refsOf = append(v.docOf, doc), append(v.refsOf, refs)
 	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
 	v.index(len(v.ids)-1, terms)
 }
@@ -226,18 +269,20 @@ func (v *vectors) remove(id string) {
 	}
 	v.tokens -= int64(v.lens[i])
 	delete(v.pos, id)
-	v.metas.release(v.metaOf[i])
+	v.releaseMeta(i)
 	v.unindex(i)
 	last := len(v.ids) - 1
 	if i != last {
-		v.ids[i], v.seqs[i], v.lens[i], v.scales[i], v.scales16[i], v.metaOf[i] = v.ids[last], v.seqs[last], v.lens[last], v.scales[last], v.scales16[last], v.metaOf[last]
+		v.ids[i], v.seqs[i], v.lens[i], v.scales[i], v.scales16[i] = v.ids[last], v.seqs[last], v.lens[last], v.scales[last], v.scales16[last]
+		v.docOf[i], v.refsOf[i] = v.docOf[last], v.refsOf[last]
 		v.docs[i], v.nterms[i] = v.docs[last], v.nterms[last]
 		v.docRow[v.docs[i]] = int32(i)
 		copy(v.q16[i*v.dim:(i+1)*v.dim], v.q16[last*v.dim:])
 		copy(v.q8[i*v.stride:(i+1)*v.stride], v.q8[last*v.stride:])
 		v.pos[v.ids[i]] = i
 	}
-	v.ids, v.seqs, v.lens, v.scales, v.scales16, v.metaOf = v.ids[:last], v.seqs[:last], v.lens[:last], v.scales[:last], v.scales16[:last], v.metaOf[:last]
+	v.ids, v.seqs, v.lens, v.scales, v.scales16 = v.ids[:last], v.seqs[:last], v.lens[:last], v.scales[:last], v.scales16[:last]
+	v.docOf, v.refsOf = v.docOf[:last], v.refsOf[:last]
 	v.q16, v.q8 = v.q16[:last*v.dim], v.q8[:last*v.stride]
 	v.docs, v.nterms = v.docs[:last], v.nterms[:last]
 	v.compact()
@@ -309,7 +354,8 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	defer rows.Close()
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.pos, v.ids, v.seqs, v.lens, v.tokens = -1, 0, nil, nil, nil, nil, 0
-	v.stride, v.q8, v.scales, v.q16, v.scales16, v.metaOf, v.metas = 0, nil, nil, nil, nil, nil, metas{}
+	v.stride, v.q8, v.scales, v.q16, v.scales16 = 0, nil, nil, nil, nil
+	v.docOf, v.refsOf, v.docMetas, v.refSets = nil, nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
 	for rows.Next() {
 		var c rag.Chunk
