@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"path/filepath"
 	"strings"
 
@@ -125,6 +126,10 @@ func (a *app) load(cmd *cobra.Command) error {
 	secrets, users := cfg.Secrets(a.environ)
 	a.redactor = redact.New(secrets, users...)
 	a.log = newLogger(a.stderr, cfg.Log, a.redactor)
+	if limit, _ := cfg.MemoryLimitBytes(); limit > 0 { // validated
+		debug.SetMemoryLimit(limit)
+		a.log.Debug("memory limit", "bytes", limit)
+	}
 	return nil
 }
 

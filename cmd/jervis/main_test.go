@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -292,5 +293,23 @@ func TestCPUProfileFlag(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, nil, "import", "--data", data, "--client", "acme", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p"), t.TempDir()); code == 0 || !strings.Contains(errOut, "--cpuprofile") {
 		t.Fatalf("unwritable profile: exit %d %q", code, errOut)
+	}
+}
+
+// memory_limit (here JERVIS_MEMORY_LIMIT) sets the runtime's soft memory
+// limit; a bad one is refused, naming the key. Not parallel: the limit is
+// the process's.
+func TestMemoryLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(before)
+	data := t.TempDir()
+	if code, _, errOut := runCLI(t, []string{"JERVIS_MEMORY_LIMIT=3GiB"}, "import", "--data", data, "--client", "acme", t.TempDir()); code != 0 && !strings.Contains(errOut, "nothing") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 3<<30 {
+		t.Fatalf("memory limit %d, want 3 GiB", got)
+	}
+	if code, _, errOut := runCLI(t, []string{"JERVIS_MEMORY_LIMIT=lots"}, "import", "--data", data, "--client", "acme", t.TempDir()); code == 0 || !strings.Contains(errOut, "memory_limit") {
+		t.Fatalf("a bad limit: exit %d %q", code, errOut)
 	}
 }

@@ -11,11 +11,14 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -41,7 +44,12 @@ type Config struct {
 	// ShutdownTimeout is how long in-flight work may finish after SIGINT or
 	// SIGTERM before it is cancelled and handed back.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	Log             Log           `yaml:"log"`
+	// MemoryLimit is a soft limit on the process's memory ("1GiB",
+	// "800MiB"; "" or "0": none, or GOMEMLIMIT when set): past it the Go
+	// collector runs more often instead of letting the heap grow to twice
+	// what is live (runtime/debug.SetMemoryLimit).
+	MemoryLimit string `yaml:"memory_limit"`
+	Log         Log    `yaml:"log"`
 	Store           Store         `yaml:"store"`
 	Graph           Graph         `yaml:"graph"`
 	RAG             RAG           `yaml:"rag"`
@@ -264,4 +272,31 @@ func Load(path string, environ []string) (Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// MemoryLimitBytes is MemoryLimit in bytes (0: none).
+func (c Config) MemoryLimitBytes() (int64, error) { return ParseBytes(c.MemoryLimit) }
+
+// ParseBytes reads a size: a whole number with an optional unit, B, KiB,
+// MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (of 1000); "" is 0.
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if i < 0 {
+		i = len(s)
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	if i == 0 || err != nil {
+		return 0, fmt.Errorf("%q is not a size such as 800MiB or 1GiB", s)
+	}
+	units := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+	u, ok := units[strings.TrimSpace(s[i:])]
+	if !ok || n > math.MaxInt64/u {
+		return 0, fmt.Errorf("%q is not a size such as 800MiB or 1GiB", s)
+	}
+	return n * u, nil
 }

@@ -118,6 +118,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *config.Config) { c.RAG.Backend = "weaviate" }, "rag.weaviate.url"},
 		{func(c *config.Config) { c.RAG.Backend, c.RAG.Weaviate.URL = "weaviate", "weaviate:8080" }, "rag.weaviate.url"},
 		{func(c *config.Config) { c.ShutdownTimeout = 0 }, "shutdown_timeout"},
+		{func(c *config.Config) { c.MemoryLimit = "1 gigabyte" }, "memory_limit"},
 		{func(c *config.Config) { c.DataDir = " " }, "data_dir"},
 	} {
 		c := config.Default()
@@ -204,5 +205,19 @@ func TestSecret(t *testing.T) {
 	}
 	if _, err := config.Secret("", "", env); err == nil {
 		t.Fatal("no secret accepted")
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{"": 0, "0": 0, "512": 512, "800MiB": 800 << 20, "1GiB": 1 << 30, " 2 GB ": 2e9, "64KiB": 64 << 10, "3B": 3} {
+		if got, err := config.ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"GiB", "1.5GiB", "-1GiB", "1 gigabyte", "99999999999TiB"} {
+		if _, err := config.ParseBytes(bad); err == nil {
+			t.Errorf("ParseBytes(%q) took it", bad)
+		}
 	}
 }

@@ -54,6 +54,9 @@ func (c Config) validateProcess(p *problems) {
 			p.add("roles", "%q is not one of %s", r, strings.Join(Roles, ", "))
 		}
 	}
+	if _, err := c.MemoryLimitBytes(); err != nil {
+		p.add("memory_limit", "%v", err)
+	}
 	if c.ShutdownTimeout <= 0 {
 		p.add("shutdown_timeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
