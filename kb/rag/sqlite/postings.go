@@ -41,6 +41,14 @@ type plist struct {
 const tfQuarters = 4
 
 func (l *plist) add(p posting) {
+	if cap(l.data)-len(l.data) < 2*binary.MaxVarintLen32 {
+		// Grow by a quarter, not append's doubling: most lists are
+		// short, and lists grown by writes are not fitted until a
+		// compaction (a third of the postings' memory was spare).
+		grown := make([]byte, len(l.data), len(l.data)+len(l.data)/4+2*binary.MaxVarintLen32)
+		copy(grown, l.data)
+		l.data = grown
+	}
 	l.data = binary.AppendVarint(l.data, int64(p.doc)-int64(l.last))
 	l.data = binary.AppendUvarint(l.data, uint64(math.Round(float64(p.tf*tfQuarters))))
 	l.last = p.doc
