@@ -10,8 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"

@@ -48,16 +48,16 @@ type Config struct {
 	// "800MiB"; "" or "0": none, or GOMEMLIMIT when set): past it the Go
 	// collector runs more often instead of letting the heap grow to twice
 	// what is live (runtime/debug.SetMemoryLimit).
-	MemoryLimit string `yaml:"memory_limit"`
-	Log         Log    `yaml:"log"`
-	Store           Store         `yaml:"store"`
-	Graph           Graph         `yaml:"graph"`
-	RAG             RAG           `yaml:"rag"`
-	Embedder        Embedder      `yaml:"embedder"`
-	Indexers        Indexers      `yaml:"indexers"`
-	Qualifier       Qualifier     `yaml:"qualifier"`
-	Executor        Executor      `yaml:"executor"`
-	API             API           `yaml:"api"`
+	MemoryLimit string    `yaml:"memory_limit"`
+	Log         Log       `yaml:"log"`
+	Store       Store     `yaml:"store"`
+	Graph       Graph     `yaml:"graph"`
+	RAG         RAG       `yaml:"rag"`
+	Embedder    Embedder  `yaml:"embedder"`
+	Indexers    Indexers  `yaml:"indexers"`
+	Qualifier   Qualifier `yaml:"qualifier"`
+	Executor    Executor  `yaml:"executor"`
+	API         API       `yaml:"api"`
 	// Connections are the sources the pollers watch (file only: no
 	// environment overrides).
 	Connections []Connection `yaml:"connections"`
