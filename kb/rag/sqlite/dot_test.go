@@ -149,7 +149,7 @@ func BenchmarkDots(b *testing.B) {
 		flat[i] = r.Float32()
 	}
 	for j := range rows {
-		quantize(flat[j*dim:(j+1)*dim], q8[j*stride:(j+1)*stride])
+		quantize(flat[j*dim:(j+1)*dim], q8[j*stride:(j+1)*stride], 127)
 	}
 	copy(q, flat)
 	q16, _ := queryI16(q, stride)

@@ -172,22 +172,6 @@ func (v *vectors) meta(i int) rag.Chunk {
 		GraphRefs: v.refSets.list[v.refsOf[i]]}
 }
 
-// quantize16 writes vec, scaled to ±32767, into row and returns the scale.
-func quantize16(vec []float32, row []int16) float32 {
-	var m float32
-	for _, x := range vec {
-		m = max(m, x, -x)
-	}
-	clear(row)
-	if m == 0 {
-		return 0
-	}
-	for i, x := range vec {
-		row[i] = int16(math.Round(float64(x / m * 32767)))
-	}
-	return m / 32767
-}
-
 // rescore is the dot product of the query — q16 scaled by qscale
 // (queryI16) — with row i, from its int16 copy, in integers (a third of
 // the time of converting the row to float32): within about 1e-4 of the
@@ -209,9 +193,10 @@ func (v *vectors) rescore(q16 []int16, qscale float32, i int) float32 {
 	return float32(float64(s0+s1+s2+s3) * float64(qscale) * float64(v.scales16[i]))
 }
 
-// quantize writes vec, scaled to ±127, into row (len stride; the padding
-// stays zero) and returns the scale.
-func quantize(vec []float32, row []int8) float32 {
+// quantize writes vec, scaled to ±top, into row (the rest of row, its
+// padding, zero) and returns the scale that takes it back: the int8 rows
+// (top 127), the int16 rows and queries (top 32767).
+func quantize[T int8 | int16](vec []float32, row []T, top float32) float32 {
 	var m float32
 	for _, x := range vec {
 		m = max(m, x, -x)
@@ -221,9 +206,9 @@ func quantize(vec []float32, row []int8) float32 {
 		return 0
 	}
 	for i, x := range vec {
-		row[i] = int8(math.Round(float64(x / m * 127)))
+		row[i] = T(math.Round(float64(x / m * top)))
 	}
-	return m / 127
+	return m / top
 }
 
 // put adds or replaces a chunk. terms are its text's FTS5 tokens with their
@@ -239,8 +224,8 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	}
 	doc, refs := v.addMeta(c)
 	if i, ok := v.pos[c.ID]; ok {
-		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride])
-		v.scales16[i] = quantize16(vec, v.q16[i*v.dim:(i+1)*v.dim])
+		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride], 127)
+		v.scales16[i] = quantize(vec, v.q16[i*v.dim:(i+1)*v.dim], 32767)
 		v.releaseMeta(i)
 		v.docOf[i], v.refsOf[i] = doc, refs
 		v.tokens += int64(length - v.lens[i])
@@ -254,9 +239,9 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	v.ids, v.seqs, v.lens = append(v.ids, c.ID), append(v.seqs, seq), append(v.lens, length)
 	v.tokens += int64(length)
 	v.q8 = append(v.q8, make([]int8, v.stride)...)
-	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:]))
+	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:], 127))
 	v.q16 = append(v.q16, make([]int16, v.dim)...)
-	v.scales16 = append(v.scales16, quantize16(vec, v.q16[len(v.q16)-v.dim:]))
+	v.scales16 = append(v.scales16, quantize(vec, v.q16[len(v.q16)-v.dim:], 32767))
 	v.docOf, v.refsOf = append(v.docOf, doc), append(v.refsOf, refs)
 	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
 	v.index(len(v.ids)-1, terms)
@@ -576,17 +561,7 @@ var activeScans atomic.Int32
 // returns the scale that takes it back.
 func queryI16(q []float32, stride int) ([]int16, float32) {
 	out := make([]int16, stride)
-	var m float32
-	for _, x := range q {
-		m = max(m, x, -x)
-	}
-	if m == 0 {
-		return out, 0
-	}
-	for i, x := range q {
-		out[i] = int16(math.Round(float64(x / m * 32767)))
-	}
-	return out, m / 32767
+	return out, quantize(q, out, 32767)
 }
 
 // NearVector implements rag.Index: an exact scan, split across the CPUs
