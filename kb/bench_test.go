@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -49,9 +50,15 @@ func BenchmarkIngest(b *testing.B) {
 // graph expansion of depth 2, at 10,000 and 100,000 chunks, and the heap in
 // use once the vectors are loaded. Building 100,000 chunks takes about a
 // minute; with JERVIS_BENCH_DIR set, corpora are kept there and reused.
+// JERVIS_BENCH_CHUNKS adds a size (e.g. 600000: the chunks of `jervis
+// bench --synthetic 100000`).
 func BenchmarkSearch(top *testing.B) {
 	queries := readJSON[[]corpusQuery](top, "testdata/search/queries.json")
-	for _, size := range []int{10_000, 100_000} {
+	sizes := []int{10_000, 100_000}
+	if n, err := strconv.Atoi(os.Getenv("JERVIS_BENCH_CHUNKS")); err == nil && n > 0 {
+		sizes = append(sizes, n)
+	}
+	for _, size := range sizes {
 		var e env // built once per size, whatever b.N the runner tries
 		top.Run(fmt.Sprintf("chunks=%d", size), func(b *testing.B) {
 			ctx := context.Background()
@@ -78,9 +85,10 @@ func BenchmarkSearch(top *testing.B) {
 			b.Logf("%d chunks ingested in %s; heap in use %.0f MB", n, time.Since(start).Round(time.Second), float64(ms.HeapInuse)/(1<<20))
 			lat := make([]time.Duration, 0, b.N)
 			type slow struct {
-				d time.Duration
-				i int
-				q string
+				d      time.Duration
+				i      int
+				q      string
+				timing map[string]float64
 			}
 			var slowest []slow
 			b.ResetTimer()
@@ -92,7 +100,7 @@ func BenchmarkSearch(top *testing.B) {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))
-				slowest = append(slowest, slow{lat[len(lat)-1], i, q})
+				slowest = append(slowest, slow{lat[len(lat)-1], i, q, pack.Timings})
 				if i == 0 {
 					b.Logf("%q: %s", q, pack.Summary)
 				}
@@ -101,7 +109,7 @@ func BenchmarkSearch(top *testing.B) {
 			slices.SortFunc(slowest, func(a, b slow) int { return int(b.d - a.d) })
 			if os.Getenv("JERVIS_BENCH_SLOWEST") != "" {
 				for _, s := range slowest[:min(8, len(slowest))] {
-					b.Logf("slow: %s #%d %q", s.d.Round(100*time.Microsecond), s.i, s.q)
+					b.Logf("slow: %s #%d %q %v", s.d.Round(100*time.Microsecond), s.i, s.q, s.timing)
 				}
 			}
 			slices.Sort(lat)

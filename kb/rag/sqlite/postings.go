@@ -36,6 +36,7 @@ type posting struct {
 type plist struct {
 	data []byte
 	last uint32 // the last posting's document number
+	n    int32  // postings, live or not
 }
 
 const tfQuarters = 4
@@ -52,6 +53,7 @@ func (l *plist) add(p posting) {
 	l.data = binary.AppendVarint(l.data, int64(p.doc)-int64(l.last))
 	l.data = binary.AppendUvarint(l.data, uint64(math.Round(float64(p.tf*tfQuarters))))
 	l.last = p.doc
+	l.n++
 }
 
 // fit drops the list's spare capacity once it has grown past an eighth.
@@ -82,6 +84,17 @@ func (c *cursor) next() (p posting, ok bool) {
 }
 
 const noDoc = ^uint32(0)
+
+// docFreq estimates how many live rows hold token: its postings, less the
+// share of all postings that is dead (exact until a write replaces or
+// deletes a chunk, and again after a compaction).
+func (p *postings) docFreq(token string) int {
+	n := float64(p.terms[token].n)
+	if p.dead > 0 && p.entries > 0 {
+		n *= 1 - float64(p.dead)/float64(p.entries)
+	}
+	return int(math.Round(n))
+}
 
 // index gives row i a new document number and the postings of terms (nil:
 // none yet), killing the ones it had.

@@ -598,11 +598,11 @@ func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit
 		return nil, nil, fmt.Errorf("bm25: tokenize the query: %w", err)
 	}
 	single := !slices.ContainsFunc(tokens, func(t []string) bool { return len(t) != 1 })
-	cands := func(i int) []string { return stemCandidates(words[i]) }
+	docFreq := func(i int) (int, error) { return x.docFreq(ctx, stemCandidates(words[i]), len(v.ids)) }
 	if single {
-		cands = func(i int) []string { return tokens[i] }
+		docFreq = func(i int) (int, error) { return v.docFreq(tokens[i][0]), nil }
 	}
-	kept, err := x.prune(ctx, words, cands, len(v.ids))
+	kept, err := prune(words, docFreq, len(v.ids))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -732,20 +732,18 @@ const (
 )
 
 // prune drops very common terms, keeping at least the rarest one, and
-// returns the indexes of those kept. Document counts come from the FTS5
-// vocabulary, which holds tokens (Porter stems); cands(i) gives the tokens
-// term i may have been indexed as, FTS5's own or, when a term is not one
-// token, likely stems (stemCandidates). A term none of whose candidates is
-// known counts as rare and is kept. Counts are cached per client until its
-// chunk count moves by a tenth.
-func (x *index) prune(ctx context.Context, terms []string, cands func(i int) []string, total int) ([]int, error) {
+// returns the indexes of those kept. docFreq(i) is how many of the
+// client's chunks hold term i: when every term is one FTS5 token, from the
+// postings in memory (postings.docFreq); otherwise from the FTS5
+// vocabulary (index.docFreq).
+func prune(terms []string, docFreq func(i int) (int, error), total int) ([]int, error) {
 	if len(terms) < 2 {
 		return make([]int, len(terms)), nil // none, or the one
 	}
 	var err error
 	counts := make([]int, len(terms))
 	for i := range terms {
-		if counts[i], err = x.docFreq(ctx, cands(i), total); err != nil {
+		if counts[i], err = docFreq(i); err != nil {
 			return nil, err
 		}
 	}
@@ -766,8 +764,13 @@ func (x *index) prune(ctx context.Context, terms []string, cands func(i int) []s
 }
 
 // docFreq returns how many of the client's chunks hold one of the tokens
-// cands (the largest count; 0 when none is known), from the cache when it
-// is fresh.
+// cands (the largest count; 0 when none is known), from the FTS5
+// vocabulary, which holds tokens (Porter stems): cands are the tokens a
+// word that FTS5 splits may have been indexed as (stemCandidates). A
+// term none of whose candidates is known counts as rare. Counts are
+// cached per client until its chunk count moves by a tenth (the
+// vocabulary reads a token's whole doclist: 100 ms for the words of a
+// feedback query at 600,000 chunks).
 func (x *index) docFreq(ctx context.Context, cands []string, total int) (int, error) {
 	key := x.client + "\x00" + strings.Join(cands, "\x00")
 	if c, ok := x.s.df.Load(key); ok {
