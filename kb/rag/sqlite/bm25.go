@@ -320,7 +320,7 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 	}
 	avgdl := float64(v.tokens) / n
 	sc := getScratch(len(v.ids))
-	defer scratchPool.Put(sc)
+	defer putScratch(sc)
 	live := sc.live[:0] // this token's postings of live chunks, doc = row
 	defer func() { sc.live = live[:0] }()
 	for _, tok := range tokens {
@@ -377,25 +377,45 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 
 // scratch accumulates BM25 scores by row: a dense array reused between
 // queries (a map was most of the scoring), and the rows touched, which are
-// reset when it goes back to the pool.
+// reset when it goes back.
 type scratch struct {
 	score   []float64
 	touched []int32
 	live    []posting
 }
 
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+// scratches are the scratch arrays not in use, and scorers bounds how
+// many queries score at once: one per CPU, as scoring is CPU-bound and
+// every scratch is as large as the client (16 searches at once at 583,000
+// chunks held 150 MB of them in a sync.Pool); a query waits for a free
+// one.
+var (
+	scratches = make(chan *scratch, runtime.GOMAXPROCS(0))
+	scorers   = make(chan struct{}, runtime.GOMAXPROCS(0))
+)
 
 func getScratch(n int) *scratch {
-	sc := scratchPool.Get().(*scratch)
-	for _, i := range sc.touched {
-		sc.score[i] = 0
+	scorers <- struct{}{}
+	var sc *scratch
+	select {
+	case sc = <-scratches:
+	default:
+		sc = new(scratch)
 	}
-	sc.touched = sc.touched[:0]
 	if len(sc.score) < n {
 		sc.score = make([]float64, n)
 	}
 	return sc
+}
+
+// putScratch clears what sc touched and gives it back.
+func putScratch(sc *scratch) {
+	for _, i := range sc.touched {
+		sc.score[i] = 0
+	}
+	sc.touched = sc.touched[:0]
+	scratches <- sc
+	<-scorers
 }
 
 func (sc *scratch) add(row int32, s float64) {

@@ -394,3 +394,51 @@ func TestPostingListsRoundTrip(t *testing.T) {
 		t.Fatalf("read %d postings back, %d added, not the same", len(got), len(want))
 	}
 }
+
+// The document frequencies that prune reads from memory are FTS5's own
+// (its vocabulary's doc column) while no chunk has been replaced, and
+// after replacements stay within the share of postings that is dead.
+func TestDocFreqFromPostingsIsFTS5s(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	x := openTemp(t).For("acme").(*index)
+	var chunks []rag.Chunk
+	for i := range 300 {
+		text := fmt.Sprintf("backup report %d", i)
+		if i%3 == 0 {
+			text += " restore failed"
+		}
+		if i%7 == 0 {
+			text += " backups restored"
+		}
+		chunks = append(chunks, rag.Chunk{ID: fmt.Sprint("c", i), Text: text, Title: "nightly job", SourceURN: fmt.Sprint("urn:", i), Vector: []float32{1, 0}})
+	}
+	if err := x.Upsert(ctx, chunks...); err != nil {
+		t.Fatal(err)
+	}
+	compare := func(slack float64) {
+		t.Helper()
+		v, err := x.current(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.mu.RUnlock()
+		for _, tok := range []string{"backup", "report", "restor", "fail", "nightli", "job", "absent"} {
+			want, err := x.docFreq(ctx, []string{tok}, -1e9) // never a cached count
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := v.docFreq(tok); math.Abs(float64(got-want)) > slack*float64(want) {
+				t.Errorf("%q: %d chunks from memory, FTS5 %d", tok, got, want)
+			}
+		}
+	}
+	compare(0)
+	for i := range 60 { // replace a fifth: "restore" leaves them, "backup" stays
+		chunks[i].Text = fmt.Sprintf("backup report %d replaced", i)
+	}
+	if err := x.Upsert(ctx, chunks[:60]...); err != nil {
+		t.Fatal(err)
+	}
+	compare(0.25)
+}
