@@ -108,8 +108,8 @@ func TestQuantizedScanRecall(t *testing.T) {
 				got = append(got, s.i)
 			}
 			// A row tied with the k-th (the synthetic corpus repeats
-			// texts) may be swapped for it: the int16 rescoring is
-			// within 1e-4 of the exact score, not exact.
+			// texts) may be swapped for it: the rescoring (int8 row and
+			// residual) is within 1e-4 of the exact score, not exact.
 			kth := dot(qv, vecs[want[k-1]])
 			for _, i := range want {
 				total++

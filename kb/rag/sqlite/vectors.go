@@ -19,12 +19,13 @@ import (
 )
 
 // vectors is one client's vectors in memory, flat for a fast scan, with
-// what filters need. Each vector is kept twice, quantized with one scale
-// per row: in int8 (rows padded to a multiple of 16), which a search scans
-// — a quarter of float32's memory to read, which is what bounds the scan —,
-// and in int16, from which the best candidates are scored again (within
-// about 1e-4 of the float32 dot product, at half its memory; the float32
-// vectors stay on disk).
+// what filters need. Each vector is kept quantized in int8 with one scale
+// per row (rows padded to a multiple of 16), which a search scans — a
+// quarter of float32's memory to read, which is what bounds the scan —,
+// and with an int8 residual (what the int8 row leaves of each component,
+// in 254ths of the scale), from which the best candidates are scored
+// again: within about 1e-4 of the float32 dot product, as precise as an
+// int16 copy at half its memory (the float32 vectors stay on disk).
 //
 // It also keeps, per chunk, its FTS5 row id and token count (the length
 // BM25 normalises by), so that BM25 can be scored from the FTS5 postings
@@ -47,8 +48,7 @@ type vectors struct {
 	stride   int     // int8 row length: dim rounded up to 16
 	q8       []int8  // len(ids)*stride
 	scales   []float32
-	q16      []int16 // len(ids)*dim
-	scales16 []float32
+	r8       []int8  // len(ids)*dim: the residuals of q8 (residual)
 	docOf    []int32 // per row: its entry in docMetas
 	refsOf   []int32 // per row: its entry in refSets
 	docMetas shared[docMeta]
@@ -173,29 +173,47 @@ func (v *vectors) meta(i int) rag.Chunk {
 }
 
 // rescore is the dot product of the query — q16 scaled by qscale
-// (queryI16) — with row i, from its int16 copy, in integers (a third of
-// the time of converting the row to float32): within about 1e-4 of the
-// float32 product.
+// (queryI16) — with row i, from its int8 row and residual, in integers:
+// within about 1e-4 of the float32 product.
 func (v *vectors) rescore(q16 []int16, qscale float32, i int) float32 {
-	row := v.q16[i*v.dim : (i+1)*v.dim]
+	row, res := v.q8[i*v.stride:i*v.stride+v.dim], v.r8[i*v.dim:(i+1)*v.dim]
 	q := q16[:len(row)]
-	var s0, s1, s2, s3 int64
+	var s0, s1, r0, r1 int64
 	j := 0
-	for ; j+4 <= len(row); j += 4 {
+	for ; j+2 <= len(row); j += 2 {
 		s0 += int64(q[j]) * int64(row[j])
 		s1 += int64(q[j+1]) * int64(row[j+1])
-		s2 += int64(q[j+2]) * int64(row[j+2])
-		s3 += int64(q[j+3]) * int64(row[j+3])
+		r0 += int64(q[j]) * int64(res[j])
+		r1 += int64(q[j+1]) * int64(res[j+1])
 	}
 	for ; j < len(row); j++ {
 		s0 += int64(q[j]) * int64(row[j])
+		r0 += int64(q[j]) * int64(res[j])
 	}
-	return float32(float64(s0+s1+s2+s3) * float64(qscale) * float64(v.scales16[i]))
+	return float32((float64(s0+s1) + float64(r0+r1)/residualSteps) * float64(qscale) * float64(v.scales[i]))
+}
+
+// residualSteps is how many steps of a residual make one step of its
+// int8 row (a residual is within half a step: ±127).
+const residualSteps = 254
+
+// residual writes into r what the int8 row q (of scale s, from quantize)
+// leaves of each of vec's components, in 1/residualSteps of a step: q and
+// r together hold vec within s/508 a component, an int16's precision.
+func residual(vec []float32, q []int8, s float32, r []int8) {
+	if s == 0 {
+		clear(r)
+		return
+	}
+	for j, x := range vec {
+		e := math.Round(float64((x - float32(q[j])*s) / s * residualSteps))
+		r[j] = int8(max(-127, min(127, e)))
+	}
 }
 
 // quantize writes vec, scaled to ±top, into row (the rest of row, its
 // padding, zero) and returns the scale that takes it back: the int8 rows
-// (top 127), the int16 rows and queries (top 32767).
+// (top 127) and queries in int16 (top 32767).
 func quantize[T int8 | int16](vec []float32, row []T, top float32) float32 {
 	var m float32
 	for _, x := range vec {
@@ -225,7 +243,7 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	doc, refs := v.addMeta(c)
 	if i, ok := v.pos[c.ID]; ok {
 		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride], 127)
-		v.scales16[i] = quantize(vec, v.q16[i*v.dim:(i+1)*v.dim], 32767)
+		residual(vec, v.q8[i*v.stride:], v.scales[i], v.r8[i*v.dim:(i+1)*v.dim])
 		v.releaseMeta(i)
 		v.docOf[i], v.refsOf[i] = doc, refs
 		v.tokens += int64(length - v.lens[i])
@@ -240,8 +258,8 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	v.tokens += int64(length)
 	v.q8 = append(v.q8, make([]int8, v.stride)...)
 	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:], 127))
-	v.q16 = append(v.q16, make([]int16, v.dim)...)
-	v.scales16 = append(v.scales16, quantize(vec, v.q16[len(v.q16)-v.dim:], 32767))
+	v.r8 = append(v.r8, make([]int8, v.dim)...)
+	residual(vec, v.q8[len(v.q8)-v.stride:], v.scales[len(v.scales)-1], v.r8[len(v.r8)-v.dim:])
 	v.docOf, v.refsOf = append(v.docOf, doc), append(v.refsOf, refs)
 	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
 	v.index(len(v.ids)-1, terms)
@@ -258,17 +276,17 @@ func (v *vectors) remove(id string) {
 	v.unindex(i)
 	last := len(v.ids) - 1
 	if i != last {
-		v.ids[i], v.seqs[i], v.lens[i], v.scales[i], v.scales16[i] = v.ids[last], v.seqs[last], v.lens[last], v.scales[last], v.scales16[last]
+		v.ids[i], v.seqs[i], v.lens[i], v.scales[i] = v.ids[last], v.seqs[last], v.lens[last], v.scales[last]
 		v.docOf[i], v.refsOf[i] = v.docOf[last], v.refsOf[last]
 		v.docs[i], v.nterms[i] = v.docs[last], v.nterms[last]
 		v.docRow[v.docs[i]] = int32(i)
-		copy(v.q16[i*v.dim:(i+1)*v.dim], v.q16[last*v.dim:])
+		copy(v.r8[i*v.dim:(i+1)*v.dim], v.r8[last*v.dim:])
 		copy(v.q8[i*v.stride:(i+1)*v.stride], v.q8[last*v.stride:])
 		v.pos[v.ids[i]] = i
 	}
-	v.ids, v.seqs, v.lens, v.scales, v.scales16 = v.ids[:last], v.seqs[:last], v.lens[:last], v.scales[:last], v.scales16[:last]
+	v.ids, v.seqs, v.lens, v.scales = v.ids[:last], v.seqs[:last], v.lens[:last], v.scales[:last]
 	v.docOf, v.refsOf = v.docOf[:last], v.refsOf[:last]
-	v.q16, v.q8 = v.q16[:last*v.dim], v.q8[:last*v.stride]
+	v.r8, v.q8 = v.r8[:last*v.dim], v.q8[:last*v.stride]
 	v.docs, v.nterms = v.docs[:last], v.nterms[:last]
 	v.compact()
 }
@@ -339,7 +357,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	defer rows.Close()
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.pos, v.ids, v.seqs, v.lens, v.tokens = -1, 0, nil, nil, nil, nil, 0
-	v.stride, v.q8, v.scales, v.q16, v.scales16 = 0, nil, nil, nil, nil
+	v.stride, v.q8, v.scales, v.r8 = 0, nil, nil, nil
 	v.docOf, v.refsOf, v.docMetas, v.refSets = nil, nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
 	for rows.Next() {
@@ -530,7 +548,7 @@ func selectBest(xs []scored, k int) float32 {
 
 // nearest returns the best limit rows for the unit vector qv that pass f:
 // the int8 scan (in parts scans at once) picks rescored(limit) candidates,
-// their int16 copies score them again.
+// their int8 rows and residuals score them again.
 func (v *vectors) nearest(qv []float32, f rag.Filter, limit, parts int) topK {
 	n := len(v.ids)
 	filtered := f.Active()
