@@ -442,3 +442,57 @@ func TestDocFreqFromPostingsIsFTS5s(t *testing.T) {
 	}
 	compare(0.25)
 }
+
+// A load sizes the index's rows to the client's chunks (grown row by row
+// they held up to a quarter more than they used), and the index it loads
+// searches as the one built by the writes.
+func TestLoadReservesItsRows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), FileName)
+	writer, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	var chunks []rag.Chunk
+	for i := range 1000 {
+		chunks = append(chunks, rag.Chunk{ID: fmt.Sprint("c", i), Text: fmt.Sprintf("report %d of host %d", i, i%13), SourceURN: fmt.Sprint("urn:", i%90),
+			Vector: []float32{1, float32(i % 17), float32(i % 5)}})
+	}
+	if err := writer.For("acme").Upsert(ctx, chunks...); err != nil {
+		t.Fatal(err)
+	}
+	q := rag.Query{Text: "report host 7", Vector: []float32{1, 7, 2}, Limit: 20}
+	want, err := writer.For("acme").Hybrid(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := Open(ctx, path) // another process's view: it loads the index
+
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	got, err := x.For("acme").Hybrid(ctx, q) // loads
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("loaded index: %d hits, written %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Chunk.ID != want[i].Chunk.ID || got[i].Score != want[i].Score {
+			t.Fatalf("#%d: loaded %s %v, written %s %v", i, got[i].Chunk.ID, got[i].Score, want[i].Chunk.ID, want[i].Score)
+		}
+	}
+	v := x.vectorsOf("acme")
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for name, lc := range map[string][2]int{"ids": {len(v.ids), cap(v.ids)}, "q8": {len(v.q8), cap(v.q8)}, "r8": {len(v.r8), cap(v.r8)},
+		"lens": {len(v.lens), cap(v.lens)}, "docRow": {len(v.docRow), cap(v.docRow)}} {
+		if lc[0] == 0 || lc[0] != lc[1] {
+			t.Errorf("%s: %d used of %d", name, lc[0], lc[1])
+		}
+	}
+}

@@ -239,6 +239,9 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	if v.dim == 0 {
 		v.dim = len(vec)
 		v.stride = (v.dim + 15) / 16 * 16
+		if n := cap(v.ids); n > 0 { // a load reserved room (reserve)
+			v.q8, v.r8 = make([]int8, 0, n*v.stride), make([]int8, 0, n*v.dim)
+		}
 	}
 	doc, refs := v.addMeta(c)
 	if i, ok := v.pos[c.ID]; ok {
@@ -337,6 +340,16 @@ func (x *index) generation(ctx context.Context) (int64, error) {
 	return gen, nil
 }
 
+// reserve makes room for n rows in v, empty: a load counts its rows first,
+// as slices grown row by row hold up to a quarter more than they use
+// (the vectors' rows are the largest part of the index).
+func (v *vectors) reserve(n int) {
+	v.pos = make(map[string]int, n)
+	v.ids, v.seqs, v.lens = make([]string, 0, n), make([]int64, 0, n), make([]int32, 0, n)
+	v.scales, v.docOf, v.refsOf = make([]float32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+	v.docs, v.nterms, v.docRow = make([]uint32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+}
+
 // load reads the client's vectors in one transaction, so they match the
 // generation read with them.
 func (x *index) load(ctx context.Context, v *vectors) error {
@@ -347,6 +360,10 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	defer tx.Rollback()
 	var gen int64
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT gen FROM generations WHERE client = ?), 0)`, x.client).Scan(&gen); err != nil {
+		return x.s.db.Explain("load vectors", err)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM chunks WHERE client = ?`, x.client).Scan(&n); err != nil {
 		return x.s.db.Explain("load vectors", err)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT c.seq, c.id, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, c.vector, d.sz
@@ -360,6 +377,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	v.stride, v.q8, v.scales, v.r8 = 0, nil, nil, nil
 	v.docOf, v.refsOf, v.docMetas, v.refSets = nil, nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
+	v.reserve(n)
 	for rows.Next() {
 		var c rag.Chunk
 		var seq, ts int64
