@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/kb/rag"
@@ -140,7 +141,7 @@ func TestBM25MatchesFTS5(t *testing.T) {
 	}
 	compared := compare(s)
 	path := s.db.Path
-	reopened, err := Open(ctx, path) // the same index, loaded from FTS5
+	reopened, err := Open(ctx, path) // the same index, loaded from the chunks
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,6 +494,28 @@ func TestLoadReservesItsRows(t *testing.T) {
 		"lens": {len(v.lens), cap(v.lens)}, "docRow": {len(v.docRow), cap(v.docRow)}} {
 		if lc[0] == 0 || lc[0] != lc[1] {
 			t.Errorf("%s: %d used of %d", name, lc[0], lc[1])
+		}
+	}
+}
+
+// The tokenizer remembers words by copies: a word of textTokens is a
+// slice of its text, and a remembered slice kept the whole text in memory.
+func TestRememberedWordsDoNotKeepTheirText(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	text := strings.Repeat("unremarkable ", 3) + "words of a long chunk text " + strings.Repeat("x", 4096)
+	if _, err := s.tok.textTokens(t.Context(), []string{text}); err != nil {
+		t.Fatal(err)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.StringData(text)))
+	s.tok.mu.Lock()
+	defer s.tok.mu.Unlock()
+	if len(s.tok.known) == 0 {
+		t.Fatal("no word remembered")
+	}
+	for w := range s.tok.known {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(w))); p >= start && p < start+uintptr(len(text)) {
+			t.Fatalf("%q is remembered as a slice of its text", w)
 		}
 	}
 }

@@ -1,17 +1,15 @@
 package sqlite
 
 import (
-	"context"
-	"database/sql"
 	"encoding/binary"
 	"math"
 )
 
 // postings is a client's BM25 inverted index in memory: for every FTS5
-// token, the chunks holding it and how often. It is loaded from FTS5's own
-// index (the 'instance' vocabulary) with the vectors and kept up to date by
-// this process's writes, which tokenize new text with FTS5 itself
-// (tokenizer). A chunk's postings are tied to a document number that a new
+// token, the chunks holding it and how often. It is built with the
+// vectors, by a load and by this process's writes alike, from the chunks'
+// titles and texts tokenized with FTS5 itself (tokenizer.textTokens), so
+// it holds what FTS5's index holds. A chunk's postings are tied to a document number that a new
 // text replaces, so replaced and deleted postings are skipped until a
 // compaction drops them. Each term's list is encoded (plist): about 3
 // bytes a posting instead of 8.
@@ -149,62 +147,4 @@ func (p *postings) compact() {
 	}
 	p.entries -= p.dead
 	p.dead = 0
-}
-
-// loadPostings reads the client's whole FTS5 index (one row per token
-// instance, ordered by token and chunk) into v, whose rows are loaded.
-func (x *index) loadPostings(ctx context.Context, tx *sql.Tx, v *vectors) error {
-	rows, err := tx.QueryContext(ctx, `SELECT term, doc, col FROM `+x.instances())
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var term, col, last string
-	var seq, lastSeq int64 = 0, -1
-	var tf float32
-	weight := func(col string) float32 {
-		if col == "title" {
-			return columnWeights[0]
-		}
-		return columnWeights[1]
-	}
-	bySeq := make(map[int64]int, len(v.seqs)) // only while loading
-	for i, s := range v.seqs {
-		bySeq[s] = i
-	}
-	flush := func() {
-		if lastSeq < 0 {
-			return
-		}
-		if i, ok := bySeq[lastSeq]; ok {
-			l := v.terms[last]
-			l.add(posting{v.docs[i], tf})
-			v.terms[last] = l
-			v.nterms[i]++
-			v.entries++
-		}
-	}
-	if v.terms == nil {
-		v.terms = map[string]plist{}
-	}
-	for rows.Next() {
-		if err := rows.Scan(&term, &seq, &col); err != nil {
-			return err
-		}
-		if term == last && seq == lastSeq {
-			tf += weight(col)
-			continue
-		}
-		flush()
-		last, lastSeq, tf = term, seq, weight(col)
-	}
-	flush()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for t, l := range v.terms {
-		l.fit()
-		v.terms[t] = l
-	}
-	return nil
 }

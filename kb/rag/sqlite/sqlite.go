@@ -122,10 +122,6 @@ type index struct {
 func (x *index) table() string { return `"fts2_` + x.client + `"` }
 func (x *index) vocab() string { return `"fts2v_` + x.client + `"` }
 
-// instances is the FTS5 vocabulary table with one row per token instance
-// (term, doc, col, offset).
-func (x *index) instances() string { return `"fts2i_` + x.client + `"` }
-
 // docsize is FTS5's shadow table of token counts per row.
 func (x *index) docsize() string { return `"fts2_` + x.client + `_docsize"` }
 
@@ -160,10 +156,7 @@ func (x *index) ensureFTS(ctx context.Context) error {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE `+x.vocab()+` USING fts5vocab(`+x.table()+`, 'row')`); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE `+x.instances()+` USING fts5vocab(`+x.table()+`, 'instance')`)
+		_, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE `+x.vocab()+` USING fts5vocab(`+x.table()+`, 'row')`)
 		return err
 	})
 	if err == nil {
@@ -279,13 +272,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 		for i, c := range chunks {
 			var terms map[string]float32
 			if changed[i] {
-				terms = map[string]float32{}
-				for _, t := range tokens[0] {
-					terms[t] += columnWeights[0]
-				}
-				for _, t := range tokens[1] {
-					terms[t] += columnWeights[1]
-				}
+				terms = termCounts(tokens[0], tokens[1])
 				tokens = tokens[2:]
 			}
 			v.put(c, normalized[i], seqs[i], lens[i], terms)
