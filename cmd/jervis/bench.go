@@ -66,6 +66,9 @@ type Latency struct {
 	P50       float64 `json:"p50Ms"`
 	P99       float64 `json:"p99Ms"`
 	PerSecond float64 `json:"perSecond,omitempty"`
+	// Stages: a search's parts (embed, retrieve, feedback, expand,
+	// evidence), each its own distribution: what the total is made of.
+	Stages map[string]Latency `json:"stages,omitempty"`
 }
 
 // Roofline is what this machine does with the same pieces, raw, in the
@@ -428,6 +431,17 @@ func latencyOf(ds []time.Duration, wall time.Duration) Latency {
 	return l
 }
 
+// stagesLine lists the stages' p50 / p99 in a search's order.
+func (l Latency) stagesLine() string {
+	var parts []string
+	for _, name := range []string{"embed", "retrieve", "feedback", "expand", "evidence"} {
+		if s, ok := l.Stages[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f / %.1f", name, s.P50, s.P99))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // benchQueries are the titles of up to n documents.
 func benchQueries(ctx context.Context, st store.Store, n int) ([]string, error) {
 	docs, err := st.ListDocuments(ctx, store.DocumentQuery{Client: benchClient, Limit: n})
@@ -451,6 +465,7 @@ func searchLatency(ctx context.Context, k *kb.KB, queries []string, clients int)
 	}
 	var mu sync.Mutex
 	var all []time.Duration
+	stages := map[string][]time.Duration{}
 	var firstErr error
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -460,13 +475,21 @@ func searchLatency(ctx context.Context, k *kb.KB, queries []string, clients int)
 			for i := range queries {
 				q := queries[(i+c*7)%len(queries)]
 				t := time.Now()
-				if _, err := k.Search(ctx, kb.SearchRequest{Client: benchClient, Query: q}); err != nil {
+				pack, err := k.Search(ctx, kb.SearchRequest{Client: benchClient, Query: q})
+				if err != nil {
 					mu.Lock()
 					firstErr = cmp.Or(firstErr, err)
 					mu.Unlock()
 					return
 				}
 				ds = append(ds, time.Since(t))
+				mu.Lock()
+				for name, ms := range pack.Timings {
+					if name != "total" {
+						stages[name] = append(stages[name], time.Duration(ms*float64(time.Millisecond)))
+					}
+				}
+				mu.Unlock()
 			}
 			mu.Lock()
 			all = append(all, ds...)
@@ -474,7 +497,14 @@ func searchLatency(ctx context.Context, k *kb.KB, queries []string, clients int)
 		})
 	}
 	wg.Wait()
-	return latencyOf(all, time.Since(start)), firstErr
+	l := latencyOf(all, time.Since(start))
+	if len(stages) > 0 {
+		l.Stages = map[string]Latency{}
+		for name, ds := range stages {
+			l.Stages[name] = latencyOf(ds, 0)
+		}
+	}
+	return l, firstErr
 }
 
 // roofline measures the raw rates of this machine's pieces: SQLite on the
@@ -590,6 +620,9 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 		if r.SQLiteRowsPerSecond > 0 && r.EmbedPerSecond > 0 {
 			notes = append(notes, fmt.Sprintf("%s of the roofline: chunks written %.0f/s = %.1f %% of SQLite's rows/s, %.1f %% of the embedder's rate",
 				filepath.Base(x.Corpus), chunksPerSec, 100*chunksPerSec/r.SQLiteRowsPerSecond, 100*chunksPerSec/r.EmbedPerSecond))
+		}
+		if st := x.Search1.stagesLine(); st != "" {
+			notes = append(notes, fmt.Sprintf("%s search stages p50 / p99 ms (1 client): %s", filepath.Base(x.Corpus), st))
 		}
 	}
 	if err := tw.Flush(); err != nil {

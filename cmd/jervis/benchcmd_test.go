@@ -37,8 +37,15 @@ func TestBenchCommand(t *testing.T) {
 	if x.Search1.N == 0 || x.Search16.N != 16*x.Search1.N || x.Search16.PerSecond <= 0 {
 		t.Errorf("search %+v %+v", x.Search1, x.Search16)
 	}
+	// Each search's stages are there, each no longer than the searches.
+	for _, name := range []string{"embed", "retrieve", "feedback", "expand"} {
+		st, ok := x.Search1.Stages[name]
+		if !ok || st.N != x.Search1.N || st.P99 > x.Search1.P99 {
+			t.Errorf("search stage %s: %+v of %+v", name, st, x.Search1)
+		}
+	}
 	code, out, errOut = runCLI(t, nil, "bench", "--trickle", "0", "--corpus", jira)
-	for _, want := range []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline"} {
+	for _, want := range []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline", "search stages p50 / p99 ms (1 client): embed"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("table lacks %q (exit %d):\n%s\n%s", want, code, out, errOut)
 		}
