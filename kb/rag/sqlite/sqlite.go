@@ -565,8 +565,8 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	}
 	hits, seqs, err := x.keyword(ctx, q, v)
 	v.mu.RUnlock()
-	if err != nil {
-		return nil, err
+	if err != nil || q.NoText {
+		return hits, err
 	}
 	return x.withText(ctx, hits, seqs)
 }

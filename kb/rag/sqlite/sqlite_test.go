@@ -1,6 +1,8 @@
 package sqlite_test
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -64,6 +66,45 @@ func TestMatchExpression(t *testing.T) {
 	} {
 		if got := sqlite.MatchExpression(in); got != want {
 			t.Errorf("MatchExpression(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// NoText: keyword and hybrid searches rank as they do with texts, and
+// leave the texts (and titles) unread for the caller to read those it
+// keeps.
+func TestNoTextRanksTheSame(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	x := open(t, filepath.Join(t.TempDir(), sqlite.FileName)).For("acme")
+	var chunks []rag.Chunk
+	for i, text := range []string{"backup of the gateway", "gateway certificate renewed", "the backup failed twice", "nothing related", "backup backup gateway"} {
+		chunks = append(chunks, rag.Chunk{ID: fmt.Sprint(i), Title: "item " + fmt.Sprint(i), Text: text, SourceURN: fmt.Sprint("urn:", i), Vector: []float32{1, float32(i)}})
+	}
+	if err := x.Upsert(ctx, chunks...); err != nil {
+		t.Fatal(err)
+	}
+	for _, search := range []func(context.Context, rag.Query) ([]rag.Hit, error){x.BM25, x.Hybrid} {
+		q := rag.Query{Text: "backup gateway", Vector: []float32{1, 2}, Alpha: 0.5, Limit: 10}
+		want, err := search(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.NoText = true
+		got, err := search(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) < 3 || len(got) != len(want) {
+			t.Fatalf("%d hits without texts, %d with", len(got), len(want))
+		}
+		for i := range got {
+			if got[i].Chunk.ID != want[i].Chunk.ID || got[i].Score != want[i].Score || want[i].Chunk.Text == "" {
+				t.Fatalf("#%d: %+v without texts, %+v with", i, got[i], want[i])
+			}
+			if got[i].Chunk.Text != "" || got[i].Chunk.Title != "" {
+				t.Fatalf("#%d: read its text: %+v", i, got[i].Chunk)
+			}
 		}
 	}
 }
