@@ -319,13 +319,29 @@ func (t *tokenizer) close() error {
 // without their texts but with their row ids (withText). The caller holds
 // v's read lock.
 func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int64) {
-	n := float64(len(v.ids))
+	rows := len(v.ids)
+	n := float64(rows)
 	if n == 0 {
 		return nil, nil
 	}
+	// A query whose postings may touch a large share of the rows (a
+	// feedback query's 32 words, several of them common) is scored densely:
+	// no list of the rows touched (a branch and an append per new row, then
+	// a random walk over the scores), but one pass over all of them.
+	var postings int
+	for _, tok := range tokens {
+		postings += int(v.terms[tok].n)
+	}
+	return v.score(q, tokens, postings >= rows/denseShare)
+}
+
+// score is bm25, dense or not (the same hits either way).
+func (v *vectors) score(q rag.Query, tokens []string, dense bool) ([]rag.Hit, map[string]int64) {
+	rows := len(v.ids)
+	n := float64(rows)
 	avgdl := float64(v.tokens) / n
-	sc := getScratch(len(v.ids))
-	defer putScratch(sc)
+	sc := getScratch(rows, dense)
+	defer putScratch(sc, rows)
 	live := sc.live[:0] // this token's postings of live chunks, doc = row
 	defer func() { sc.live = live[:0] }()
 	for _, tok := range tokens {
@@ -346,16 +362,25 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 		}
 		for _, p := range live {
 			tf, dl := float64(p.tf), float64(v.lens[p.doc])
-			sc.add(int32(p.doc), idf*(tf*(bm25K1+1))/(tf+bm25K1*(1-bm25B+bm25B*dl/avgdl)))
+			s := idf * (tf * (bm25K1 + 1)) / (tf + bm25K1*(1-bm25B+bm25B*dl/avgdl))
+			if sc.dense {
+				sc.score[p.doc] += s
+			} else {
+				sc.add(int32(p.doc), s)
+			}
 		}
 	}
 	f := q.Filter
 	filtered := f.Active()
 	best := make(ranked, 0, q.Limit+1)
-	for _, i := range sc.touched {
-		s := sc.score[i]
+	consider := func(i int32, s float64) {
+		// Most rows score below the worst kept: compared by score alone,
+		// without reading their row ids.
+		if len(best) == q.Limit && s < best[0].score {
+			return
+		}
 		if filtered && !f.Matches(v.meta(int(i))) {
-			continue
+			return
 		}
 		r := rankedHit{i: int(i), seq: v.seqs[i], score: s}
 		if len(best) < q.Limit {
@@ -363,6 +388,17 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 		} else if r.better(best[0]) {
 			best[0] = r
 			heap.Fix(&best, 0)
+		}
+	}
+	if sc.dense {
+		for i, s := range sc.score[:rows] {
+			if s != 0 {
+				consider(int32(i), s)
+			}
+		}
+	} else {
+		for _, i := range sc.touched {
+			consider(i, sc.score[i])
 		}
 	}
 	slices.SortFunc(best, func(a, b rankedHit) int {
@@ -380,13 +416,18 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 	return hits, seqs
 }
 
+// denseShare: a query with at least one posting per denseShare rows is
+// scored densely (scratch.dense).
+const denseShare = 2
+
 // scratch accumulates BM25 scores by row: a dense array reused between
-// queries (a map was most of the scoring), and the rows touched, which are
-// reset when it goes back.
+// queries (a map was most of the scoring), and either the rows touched,
+// which are reset when it goes back, or (dense) none: the whole array is.
 type scratch struct {
 	score   []float64
 	touched []int32
 	live    []posting
+	dense   bool
 }
 
 // scratches are the scratch arrays not in use, and scorers bounds how
@@ -399,7 +440,7 @@ var (
 	scorers   = make(chan struct{}, runtime.GOMAXPROCS(0))
 )
 
-func getScratch(n int) *scratch {
+func getScratch(n int, dense bool) *scratch {
 	scorers <- struct{}{}
 	var sc *scratch
 	select {
@@ -410,13 +451,19 @@ func getScratch(n int) *scratch {
 	if len(sc.score) < n {
 		sc.score = make([]float64, n)
 	}
+	sc.dense = dense
 	return sc
 }
 
-// putScratch clears what sc touched and gives it back.
-func putScratch(sc *scratch) {
-	for _, i := range sc.touched {
-		sc.score[i] = 0
+// putScratch clears what sc touched of its first n scores and gives it
+// back.
+func putScratch(sc *scratch, n int) {
+	if sc.dense {
+		clear(sc.score[:n])
+	} else {
+		for _, i := range sc.touched {
+			sc.score[i] = 0
+		}
 	}
 	sc.touched = sc.touched[:0]
 	scratches <- sc

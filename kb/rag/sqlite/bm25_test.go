@@ -110,6 +110,14 @@ func TestBM25MatchesFTS5(t *testing.T) {
 					t.Fatal(err)
 				}
 				got, seqs := v.bm25(q, flat)
+				// Scored densely or by the rows touched, the same hits.
+				for _, dense := range []bool{false, true} {
+					if other, _ := v.score(q, flat, dense); !slices.EqualFunc(other, got, func(a, b rag.Hit) bool {
+						return a.Chunk.ID == b.Chunk.ID && a.Score == b.Score
+					}) {
+						t.Fatalf("%q limit %d, scored densely %v: %d hits, not bm25's %d", q.Text, q.Limit, dense, len(other), len(got))
+					}
+				}
 				v.mu.RUnlock()
 				if got, err = x.withText(ctx, got, seqs); err != nil {
 					t.Fatal(err)
@@ -376,8 +384,21 @@ func TestPostingListsRoundTrip(t *testing.T) {
 	var want []posting
 	for range 10_000 {
 		p := posting{doc: uint32(r.IntN(1 << 31)), tf: float32(1+r.IntN(300)) * columnWeights[r.IntN(2)]}
-		if r.IntN(2) == 0 && len(want) > 0 {
-			p.doc = want[len(want)-1].doc + 1 // mostly rising, as indexed
+		if r.IntN(4) == 0 {
+			p.tf = float32(1+r.IntN(4)) * columnWeights[r.IntN(2)] // a few occurrences: one byte
+		}
+		if len(want) > 0 {
+			// Mostly near the one before (one byte, either way: -64 … 63,
+			// and just past), as indexed; else anywhere.
+			last := int64(want[len(want)-1].doc)
+			switch d := int64(r.IntN(132)) - 66; r.IntN(3) {
+			case 0:
+				p.doc = want[len(want)-1].doc + 1
+			case 1:
+				if last+d >= 0 {
+					p.doc = uint32(last + d)
+				}
+			}
 		}
 		l.add(p)
 		want = append(want, p)

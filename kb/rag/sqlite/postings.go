@@ -71,6 +71,18 @@ func (l plist) cursor() cursor { return cursor{data: l.data} }
 
 // next returns the next posting; ok is false at the end.
 func (c *cursor) next() (p posting, ok bool) {
+	if len(c.data) >= 2 && c.data[0]|c.data[1] < 0x80 {
+		// Most postings are two bytes (a near document, a few
+		// occurrences): decoded here as binary.Varint and Uvarint would.
+		d := int64(c.data[0] >> 1)
+		if c.data[0]&1 != 0 {
+			d = ^d
+		}
+		c.doc += d
+		tf := c.data[1]
+		c.data = c.data[2:]
+		return posting{uint32(c.doc), float32(tf) / tfQuarters}, true
+	}
 	if len(c.data) == 0 {
 		return posting{}, false
 	}
