@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -44,7 +45,7 @@ const (
 // FeedbackQuery returns the words of an item's title and text that say
 // what it is about, as a keyword query: each distinct word (letters and
 // digits, lower-cased, two characters or more, not a stop word) scored by
-// how often the item uses it times how rare it is in general (weigh; nil:
+// how often the item uses it times how rare it is (weigh, KB.rarity; nil:
 // every word weighs 1), the best n, best first (first seen first among
 // equals).
 func FeedbackQuery(title, text string, n int, weigh func(string) float64) string {
@@ -140,7 +141,11 @@ func (k *KB) feedback(ctx context.Context, client string, q rag.Query, items []I
 	if Coverage(q.Text, title+"\n"+text.String(), k.weigh) < FeedbackCoverage {
 		return items, "", nil
 	}
-	fq := FeedbackQuery(title, text.String(), FeedbackTerms, k.weigh)
+	weigh, err := k.rarity(ctx, index, title+"\n"+text.String())
+	if err != nil {
+		return nil, "", fmt.Errorf("feedback: %w", err)
+	}
+	fq := FeedbackQuery(title, text.String(), FeedbackTerms, weigh)
 	if fq == "" {
 		return items, "", nil
 	}
@@ -152,6 +157,42 @@ func (k *KB) feedback(ctx context.Context, client string, q rag.Query, items []I
 		hits = slices.DeleteFunc(hits, isLinkContext)
 	}
 	return fuseItems(items, rankItems(hits, len(hits))), fq, nil
+}
+
+// rarity returns how a query built from text weighs its words: by how
+// rare each is among the client's own chunks (BM25's IDF, from the index's
+// counts, as Lucene's "more like this" weighs them) when the index counts
+// them (rag.TermCounter), else by the embedder's general word weights.
+// On the dev Jira corpus's duplicates (the client's counts against the
+// general weights): search recall@10 / MRR@10 0.655 / 0.417 → 0.676 /
+// 0.435, similar items 0.635 / 0.398 → 0.689 / 0.457; the general weights
+// times the client's IDF did no better (0.676 / 0.434). A word common in
+// this client's corpus (a project's name, a template's words) is what
+// general weights miss, and its long posting list was most of feedback's
+// cost at 100,000 documents.
+func (k *KB) rarity(ctx context.Context, index rag.Index, text string) (func(string) float64, error) {
+	tc, ok := index.(rag.TermCounter)
+	if !ok {
+		return k.weigh, nil
+	}
+	seen := map[string]bool{}
+	var words []string
+	for _, w := range rag.Words(text) {
+		if len(w) >= 2 && !rag.StopWord(w) && !seen[w] {
+			seen[w] = true
+			words = append(words, w)
+		}
+	}
+	counts, total, err := tc.DocFreqs(ctx, words)
+	if err != nil {
+		return nil, err
+	}
+	idf := make(map[string]float64, len(words))
+	for i, w := range words {
+		df := float64(counts[i])
+		idf[w] = math.Log(1 + (float64(total)-df+0.5)/(df+0.5))
+	}
+	return func(w string) float64 { return idf[w] }, nil
 }
 
 // fuseItems fuses two item rankings by reciprocal rank (the second

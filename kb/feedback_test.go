@@ -1,6 +1,7 @@
 package kb_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -97,5 +98,41 @@ func TestSearchFeedback(t *testing.T) {
 	// words: its words would be a guess.
 	if urns, fq := search("camera tripod holder", false); fq != "" || len(urns) == 0 {
 		t.Fatalf("weak best item fed back %q: %v", fq, urns)
+	}
+}
+
+// Feedback and similar items weigh an item's words by how rare they are
+// in this client's corpus: a project's name that every item repeats
+// (unknown to the embedder's general weights, which would rank it first)
+// comes after a word few items use.
+func TestQueriesWeighWordsByTheClientsCorpus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	for i := range 20 {
+		r := kb.IngestRequest{Client: "acme", MainNode: fmt.Sprintf("jira:ZX-%d", i), SourceURN: fmt.Sprintf("JIRA:ZX-%d", i),
+			Title: fmt.Sprintf("Zorbix build %d", i), Content: fmt.Sprintf("Zorbix release %d of the zorbix tools.", i)}
+		if i == 0 {
+			r.Title, r.Content = "Zorbix keychain crash", "Zorbix zorbix zorbix zorbix: the keychain crash in zorbix."
+		}
+		if _, err := e.kb.Ingest(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "zorbix keychain crash", Alpha: ptr(0.0), Expand: ptr(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Fields(pack.Feedback)
+	if i := slices.Index(words, "zorbix"); i < 0 || i < slices.Index(words, "keychain") {
+		t.Fatalf("feedback query %q: zorbix before keychain", pack.Feedback)
+	}
+	res, err := e.kb.Similar(ctx, kb.SimilarRequest{Client: "acme", SourceURN: "JIRA:ZX-0", Title: "Crash report", Text: "Zorbix zorbix zorbix zorbix: the keychain crash in zorbix."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	words = strings.Fields(res.Query)
+	if i := slices.Index(words, "zorbix"); i < 0 || i < slices.Index(words, "keychain") {
+		t.Fatalf("similar query %q: zorbix before keychain", res.Query)
 	}
 }

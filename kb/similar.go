@@ -96,8 +96,12 @@ func (k *KB) Similar(ctx context.Context, req SimilarRequest) (SimilarResult, er
 		return res, err
 	}
 	limit := q.Limit
-	res.Query = SimilarQuery(req.Title, req.Text, k.weigh)
 	index := k.chunks.For(req.Client)
+	weigh, err := k.rarity(ctx, index, req.Text)
+	if err != nil {
+		return res, err
+	}
+	res.Query = SimilarQuery(req.Title, req.Text, weigh)
 	own, err := index.SourceChunkIDs(ctx, req.SourceURN)
 	if err != nil {
 		return res, err

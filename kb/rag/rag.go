@@ -179,6 +179,14 @@ func Texts(ctx context.Context, x Index, ids ...string) (map[string]string, erro
 	return out, nil
 }
 
+// TermCounter is an Index that knows how many of its chunks hold a word,
+// as its keyword search matches the word (stemmed as it stems it).
+type TermCounter interface {
+	// DocFreqs returns how many of the client's chunks hold each of words
+	// (lower-case), and how many chunks the client has.
+	DocFreqs(ctx context.Context, words []string) (counts []int, total int, err error)
+}
+
 // SourceTexter is an Index that can read a source's chunks without their
 // vectors and graph refs, cheaper than SourceChunkIDs and Get.
 type SourceTexter interface {

@@ -456,6 +456,16 @@ func TestDocFreqFromPostingsIsFTS5s(t *testing.T) {
 		}
 	}
 	compare(0)
+	// rag.TermCounter counts words as keyword search matches them: stemmed.
+	counts, total, err := x.DocFreqs(ctx, []string{"backups", "restored", "failed", "nightly", "absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tok := range []string{"backup", "restor", "fail", "nightli", "absent"} {
+		if want, _ := x.docFreq(ctx, []string{tok}, -1e9); counts[i] != want || total != len(chunks) {
+			t.Errorf("DocFreqs: %d of %d chunks hold %q, FTS5 %d of %d", counts[i], total, tok, want, len(chunks))
+		}
+	}
 	for i := range 60 { // replace a fifth: "restore" leaves them, "backup" stays
 		chunks[i].Text = fmt.Sprintf("backup report %d replaced", i)
 	}

@@ -609,6 +609,41 @@ func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit
 	return hits, nil, err
 }
 
+// DocFreqs implements rag.TermCounter, counting as keyword's pruning does:
+// a word FTS5 keeps as one token from the postings in memory, one it
+// splits from the vocabulary (cached).
+func (x *index) DocFreqs(ctx context.Context, words []string) ([]int, int, error) {
+	if x.err != nil {
+		return nil, 0, x.err
+	}
+	tokens, err := x.s.tok.tokens(ctx, words)
+	if err != nil {
+		return nil, 0, fmt.Errorf("document frequencies: %w", err)
+	}
+	v, err := x.current(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	counts, total := make([]int, len(words)), len(v.ids)
+	var split []int
+	for i, t := range tokens {
+		switch len(t) {
+		case 0:
+		case 1:
+			counts[i] = v.docFreq(t[0])
+		default:
+			split = append(split, i)
+		}
+	}
+	v.mu.RUnlock()
+	for _, i := range split {
+		if counts[i], err = x.docFreq(ctx, stemCandidates(words[i]), total); err != nil {
+			return nil, 0, err
+		}
+	}
+	return counts, total, nil
+}
+
 // bm25SQL ranks with FTS5's bm25().
 func (x *index) bm25SQL(ctx context.Context, q rag.Query, words []string) ([]rag.Hit, error) {
 	match := matchOf(words)
