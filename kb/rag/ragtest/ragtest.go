@@ -48,6 +48,7 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 		{"Validation", testValidation},
 		{"Texts", testTexts},
 		{"NothingWrittenYet", testEmpty},
+		{"DocFreqs", testDocFreqs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -501,4 +502,30 @@ func testEmpty(t *testing.T, s rag.Store) {
 		t.Fatalf("delete %d %v", n, err)
 	}
 	check(t, x.Drop(ctx))
+}
+
+// testDocFreqs: a backend counts how many of a client's chunks hold a word
+// (rag.TermCounter, which search feedback and similar items weigh words
+// by), this client's chunks only, with the total.
+func testDocFreqs(t *testing.T, s rag.Store) {
+	ctx := t.Context()
+	x := load(t, s, "acme")
+	other := s.For("globex")
+	check(t, other.Upsert(ctx, rag.Chunk{ID: "g", Text: "database database", SourceURN: "g:1", Vector: []float32{1, 0, 0, 0}}))
+	tc, ok := x.(rag.TermCounter)
+	if !ok {
+		t.Fatalf("%T does not count words (rag.TermCounter)", x)
+	}
+	counts, total, err := tc.DocFreqs(ctx, []string{"database", "lunch", "zeppelin"})
+	check(t, err)
+	if want := []int{2, 1, 0}; !slices.Equal(counts, want) || total != len(corpus()) {
+		t.Fatalf("counts %v of %d chunks, want %v of %d", counts, total, want, len(corpus()))
+	}
+	// A stop word (callers leave them out) costs none of the others.
+	if counts, _, err := tc.DocFreqs(ctx, []string{"the", "database"}); err != nil || counts[1] != 2 {
+		t.Fatalf("with a stop word: %v, %v", counts, err)
+	}
+	if counts, total, err := s.For("initech").(rag.TermCounter).DocFreqs(ctx, []string{"database"}); err != nil || total != 0 || counts[0] != 0 {
+		t.Fatalf("a client with no chunks: %v of %d, %v", counts, total, err)
+	}
 }

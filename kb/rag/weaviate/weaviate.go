@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"slices"
@@ -63,10 +64,17 @@ type Store struct {
 	className string
 
 	mu      sync.Mutex
-	class   bool            // the class exists
-	tenants map[string]bool // tenants known to exist
-	dims    map[string]int  // per client: vector length, once known
+	class   bool                 // the class exists
+	tenants map[string]bool      // tenants known to exist
+	dims    map[string]int       // per client: vector length, once known
+	df      map[string]wordCount // by client and word: DocFreqs' counts
 }
+
+// wordCount is a word's count of chunks and the client's chunks then.
+type wordCount struct{ n, total int }
+
+// dfCacheWords is how many counts the store keeps (then it starts over).
+const dfCacheWords = 200_000
 
 var _ rag.Store = (*Store)(nil)
 
@@ -88,7 +96,7 @@ func Open(cfg Config) (*Store, error) {
 	if !classPattern.MatchString(class) {
 		return nil, fmt.Errorf("weaviate: class %q must match %s", class, classPattern)
 	}
-	return &Store{c: c, className: class, tenants: map[string]bool{}, dims: map[string]int{}}, nil
+	return &Store{c: c, className: class, tenants: map[string]bool{}, dims: map[string]int{}, df: map[string]wordCount{}}, nil
 }
 
 // Ping implements rag.Store.
@@ -589,6 +597,114 @@ func (x *index) Count(ctx context.Context) (int, error) {
 	meta, _ := list[0].(map[string]any)["meta"].(map[string]any)
 	n, _ := meta["count"].(float64)
 	return int(n), nil
+}
+
+// docFreqBatch is how many words one DocFreqs request counts.
+const docFreqBatch = 100
+
+// DocFreqs implements rag.TermCounter: Weaviate counts the client's chunks
+// whose text holds each word (an aggregate per word, under an alias, many
+// in one request). It counts the word as written, not its stem (the
+// stemmed properties are searchable only, not filterable): "crashes" and
+// "crash" are counted apart, a fair measure of a word's rarity all the
+// same. A word Weaviate takes for a stop word counts as in every chunk.
+// Counting costs Weaviate milliseconds a word, so counts are kept until
+// the client's chunks grow or shrink by a tenth.
+func (x *index) DocFreqs(ctx context.Context, words []string) ([]int, int, error) {
+	if x.err != nil {
+		return nil, 0, x.err
+	}
+	counts := make([]int, len(words))
+	if ok, err := x.exists(ctx); err != nil || !ok {
+		return counts, 0, err
+	}
+	total, err := x.Count(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	var missing []int
+	x.s.mu.Lock()
+	for i, w := range words {
+		c, ok := x.s.df[x.client+"\x00"+w]
+		if ok && math.Abs(float64(total-c.total)) <= 0.1*float64(c.total) {
+			counts[i] = c.n
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	x.s.mu.Unlock()
+	for start := 0; start < len(missing); start += docFreqBatch {
+		idx := missing[start:min(start+docFreqBatch, len(missing))]
+		batch := make([]string, len(idx))
+		for j, i := range idx {
+			batch[j] = words[i]
+		}
+		n, err := x.wordCounts(ctx, batch)
+		if errors.Is(err, errStopWords) {
+			// One of them is a stop word to Weaviate: count them one by one.
+			n = make([]int, len(batch))
+			for j, w := range batch {
+				one, err := x.wordCounts(ctx, []string{w})
+				switch {
+				case errors.Is(err, errStopWords):
+					n[j] = total
+				case err != nil:
+					return nil, 0, err
+				default:
+					n[j] = one[0]
+				}
+			}
+		} else if err != nil {
+			return nil, 0, err
+		}
+		x.s.mu.Lock()
+		if len(x.s.df)+len(batch) > dfCacheWords {
+			clear(x.s.df)
+		}
+		for j, i := range idx {
+			counts[i] = n[j]
+			x.s.df[x.client+"\x00"+words[i]] = wordCount{n[j], total}
+		}
+		x.s.mu.Unlock()
+	}
+	return counts, total, nil
+}
+
+// errStopWords is Weaviate's answer to a filter on nothing but stop words.
+var errStopWords = errors.New("weaviate: only stop words")
+
+// wordCounts counts the client's chunks whose text holds each word, in one
+// request.
+func (x *index) wordCounts(ctx context.Context, words []string) ([]int, error) {
+	var q strings.Builder
+	q.WriteString("{Aggregate{")
+	for i, w := range words {
+		fmt.Fprintf(&q, "w%d: %s(tenant: %s, where: {path: [\"text\"], operator: Equal, valueText: %s}){meta{count}} ",
+			i, x.s.className, quote(x.client), quote(w))
+	}
+	q.WriteString("}}")
+	resp, err := x.s.c.GraphQL().Raw().WithQuery(q.String()).Do(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("weaviate: document frequencies: %w", err)
+	}
+	if len(resp.Errors) > 0 {
+		if strings.Contains(resp.Errors[0].Message, "only stopwords") {
+			return nil, errStopWords
+		}
+		return nil, fmt.Errorf("weaviate: document frequencies: %s", resp.Errors[0].Message)
+	}
+	agg, _ := resp.Data["Aggregate"].(map[string]any)
+	counts := make([]int, len(words))
+	for i := range words {
+		list, _ := agg[fmt.Sprintf("w%d", i)].([]any)
+		if len(list) == 0 {
+			continue
+		}
+		meta, _ := list[0].(map[string]any)["meta"].(map[string]any)
+		n, _ := meta["count"].(float64)
+		counts[i] = int(n)
+	}
+	return counts, nil
 }
 
 func vectorJSON(v []float32) string {
