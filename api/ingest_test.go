@@ -160,8 +160,12 @@ func TestIngestedDocumentOvertakesABulkImport(t *testing.T) {
 	took, after := time.Since(pushed), waiting()
 	// What was claimed before the push (batches of bulk tasks and
 	// documents, qualifier.DefaultBatch and the indexers' claims) finishes
-	// first; the rest of the bulk waits.
-	if after < before*3/4 {
+	// first, and the indexers go on indexing bulk documents beside the
+	// pushed one; the rest of the bulk waits. Queued behind the bulk, the
+	// pushed document would find none of it waiting; here 2–16 % of it has
+	// gone first on a quiet machine, 30 % on a loaded CI machine (where
+	// polling for the document took 75 ms): half is the bound.
+	if after < before/2 {
 		t.Fatalf("searchable after %s, when %d of the bulk's %d waiting documents and tasks had gone first", took, before-after, before)
 	}
 	t.Logf("searchable %s after the push; %d of the bulk's %d waiting documents and tasks went first", took, before-after, before)
