@@ -193,7 +193,7 @@ func (k *KB) rarity(ctx context.Context, index rag.Index, text string) (func(str
 	}
 	idf := make(map[string]float64, len(words))
 	for i, w := range words {
-		df := float64(counts[i])
+		df := float64(min(counts[i], total)) // a kept count may be a little stale
 		idf[w] = math.Log(1 + (float64(total)-df+0.5)/(df+0.5))
 	}
 	return func(w string) float64 { return idf[w] }, nil
