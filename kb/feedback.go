@@ -23,14 +23,15 @@ import (
 // README's table). A best item that holds too little of the query feeds
 // nothing back (FeedbackCoverage).
 const (
-	// FeedbackTerms is how many words the feedback query takes. With words
-	// weighed by the client's own counts (KB.rarity), on the dev corpus
-	// (Jira + Git, recall@10 / MRR@10): 32 0.669 / 0.432, 24 0.676 /
-	// 0.439; Jira alone 32 and 24 0.676 / 0.435, 16 0.649 / 0.399. The
-	// words left out are the item's least telling, most often its
-	// commonest, whose postings were most of feedback's cost. (With the
-	// general weights, 20 did worse than 32 and 25 or 30 about as well.)
-	FeedbackTerms = 24
+	// FeedbackTerms is how many words the feedback query takes: as many as
+	// a keyword query searches by. With words weighed by the client's own
+	// counts (KB.rarity), recall@10 / MRR@10 on the dev corpus: embedded,
+	// Jira + Git, 32 0.669 / 0.432, 24 0.676 / 0.439 (Jira alone both
+	// 0.676 / 0.435, 16 0.649 / 0.399); Jira in Weaviate 32 0.655–0.669 /
+	// 0.385–0.387 (three runs), 24 0.642–0.649 / 0.401–0.402 (two): 32
+	// keeps both backends a tenth ahead of the BM25 peer. 24 would spend
+	// 15 % less in feedback at 100,000 documents (BENCHMARKS.md).
+	FeedbackTerms = rag.MaxQueryTerms
 	// feedbackWeight weighs the feedback ranking against the query's own in
 	// the rank fusion (on the dev corpus, Jira + Git, recall@10 / MRR@10:
 	// 1 0.635 / 0.399 at 30 terms, 1.5 0.662 / 0.403, 2 0.669 / 0.396).
