@@ -62,7 +62,7 @@ func FeedbackQuery(title, text string, n int, weigh func(string) float64) string
 	counts := map[string]*word{}
 	var words []*word
 	for i, w := range rag.Words(title + "\n" + text) {
-		if len(w) < 2 || rag.StopWord(w) {
+		if !telling(w) {
 			continue
 		}
 		c, ok := counts[w]
@@ -86,6 +86,10 @@ func FeedbackQuery(title, text string, n int, weigh func(string) float64) string
 	}
 	return strings.Join(out, " ")
 }
+
+// telling reports whether a word may say what an item is about: two
+// characters or more, not a stop word.
+func telling(w string) bool { return len(w) >= 2 && !rag.StopWord(w) }
 
 // Coverage is the share of query's words (rag.QueryWords, each weighed by
 // weigh; nil: 1) that text holds (as words, lower-cased).
@@ -183,7 +187,7 @@ func (k *KB) rarity(ctx context.Context, index rag.Index, text string) (func(str
 	seen := map[string]bool{}
 	var words []string
 	for _, w := range rag.Words(text) {
-		if len(w) >= 2 && !rag.StopWord(w) && !seen[w] {
+		if telling(w) && !seen[w] {
 			seen[w] = true
 			words = append(words, w)
 		}

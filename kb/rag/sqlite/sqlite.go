@@ -585,11 +585,7 @@ func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit
 		return nil, nil, fmt.Errorf("bm25: tokenize the query: %w", err)
 	}
 	single := !slices.ContainsFunc(tokens, func(t []string) bool { return len(t) != 1 })
-	docFreq := func(i int) (int, error) { return x.docFreq(ctx, stemCandidates(words[i]), len(v.ids)) }
-	if single {
-		docFreq = func(i int) (int, error) { return v.docFreq(tokens[i][0]), nil }
-	}
-	kept, err := prune(words, docFreq, len(v.ids))
+	kept, err := prune(words, func(i int) (int, error) { return x.wordFreq(ctx, v, words[i], tokens[i]) }, len(v.ids))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -609,9 +605,8 @@ func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit
 	return hits, nil, err
 }
 
-// DocFreqs implements rag.TermCounter, counting as keyword's pruning does:
-// a word FTS5 keeps as one token from the postings in memory, one it
-// splits from the vocabulary (cached).
+// DocFreqs implements rag.TermCounter, counting as keyword's pruning does
+// (wordFreq).
 func (x *index) DocFreqs(ctx context.Context, words []string) ([]int, int, error) {
 	if x.err != nil {
 		return nil, 0, x.err
@@ -624,24 +619,25 @@ func (x *index) DocFreqs(ctx context.Context, words []string) ([]int, int, error
 	if err != nil {
 		return nil, 0, err
 	}
-	counts, total := make([]int, len(words)), len(v.ids)
-	var split []int
-	for i, t := range tokens {
-		switch len(t) {
-		case 0:
-		case 1:
-			counts[i] = v.docFreq(t[0])
-		default:
-			split = append(split, i)
-		}
-	}
-	v.mu.RUnlock()
-	for _, i := range split {
-		if counts[i], err = x.docFreq(ctx, stemCandidates(words[i]), total); err != nil {
+	defer v.mu.RUnlock()
+	counts := make([]int, len(words))
+	for i, w := range words {
+		if counts[i], err = x.wordFreq(ctx, v, w, tokens[i]); err != nil {
 			return nil, 0, err
 		}
 	}
-	return counts, total, nil
+	return counts, len(v.ids), nil
+}
+
+// wordFreq is how many of the client's chunks hold word, whose FTS5
+// tokens are toks: a word FTS5 keeps as one token is counted from the
+// postings in memory (postings.docFreq), one it splits from its
+// vocabulary (index.docFreq, cached). v is read-locked by the caller.
+func (x *index) wordFreq(ctx context.Context, v *vectors, word string, toks []string) (int, error) {
+	if len(toks) == 1 {
+		return v.docFreq(toks[0]), nil
+	}
+	return x.docFreq(ctx, stemCandidates(word), len(v.ids))
 }
 
 // bm25SQL ranks with FTS5's bm25().
@@ -755,9 +751,7 @@ const (
 
 // prune drops very common terms, keeping at least the rarest one, and
 // returns the indexes of those kept. docFreq(i) is how many of the
-// client's chunks hold term i: when every term is one FTS5 token, from the
-// postings in memory (postings.docFreq); otherwise from the FTS5
-// vocabulary (index.docFreq).
+// client's chunks hold term i (index.wordFreq).
 func prune(terms []string, docFreq func(i int) (int, error), total int) ([]int, error) {
 	if len(terms) < 2 {
 		return make([]int, len(terms)), nil // none, or the one

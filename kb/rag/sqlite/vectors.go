@@ -230,8 +230,7 @@ func quantize[T int8 | int16](vec []float32, row []T, top float32) float32 {
 }
 
 // put adds or replaces a chunk. terms are its text's FTS5 tokens with their
-// counts; nil keeps the postings it has (its text did not change) or, for a
-// new chunk, leaves them to whoever loads them (load).
+// counts; nil keeps the postings it has (its text did not change).
 func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms map[string]float32) {
 	if v.pos == nil {
 		v.pos = map[string]int{}

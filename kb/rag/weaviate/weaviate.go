@@ -590,13 +590,19 @@ func (x *index) Count(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("weaviate: count: %s", resp.Errors[0].Message)
 	}
 	agg, _ := resp.Data["Aggregate"].(map[string]any)
-	list, _ := agg[x.s.className].([]any)
+	return metaCount(agg, x.s.className), nil
+}
+
+// metaCount reads the meta count an Aggregate answered under key (a class
+// or an alias); 0 when there is none.
+func metaCount(agg map[string]any, key string) int {
+	list, _ := agg[key].([]any)
 	if len(list) == 0 {
-		return 0, nil
+		return 0
 	}
 	meta, _ := list[0].(map[string]any)["meta"].(map[string]any)
 	n, _ := meta["count"].(float64)
-	return int(n), nil
+	return int(n)
 }
 
 // docFreqBatch is how many words one DocFreqs request counts.
@@ -696,13 +702,7 @@ func (x *index) wordCounts(ctx context.Context, words []string) ([]int, error) {
 	agg, _ := resp.Data["Aggregate"].(map[string]any)
 	counts := make([]int, len(words))
 	for i := range words {
-		list, _ := agg[fmt.Sprintf("w%d", i)].([]any)
-		if len(list) == 0 {
-			continue
-		}
-		meta, _ := list[0].(map[string]any)["meta"].(map[string]any)
-		n, _ := meta["count"].(float64)
-		counts[i] = int(n)
+		counts[i] = metaCount(agg, fmt.Sprintf("w%d", i))
 	}
 	return counts, nil
 }
