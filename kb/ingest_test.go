@@ -480,3 +480,45 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// An item's header chunk is its title as a vector (header lines would blur
+// it); its text keeps the header lines for BM25, and the body's chunks are
+// embedded with the title before their text.
+func TestHeaderChunkVectorIsTheTitle(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	title := "Login fails after password reset"
+	req := kb.IngestRequest{Client: "acme", MainNode: "jira:TASK-9", Title: title,
+		Header:  "Assignee: person:ann\nReporter: person:bob\nPriority: Critical",
+		Content: "The session service rejects the new credentials until the cache expires."}
+	res, err := e.kb.Ingest(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := e.chunks.For("acme")
+	chunks, err := x.Get(ctx, res.Chunks...)
+	if err != nil || len(chunks) != 2 {
+		t.Fatalf("%d chunks, %v; want the header's and the body's", len(chunks), err)
+	}
+	cosine := func(a, b []float32) (s float64) {
+		for i := range a {
+			s += float64(a[i]) * float64(b[i])
+		}
+		return s
+	}
+	for _, c := range chunks {
+		want := embedder().EmbedOne(title + "\n" + c.Text)
+		if strings.HasPrefix(c.Text, "Assignee: person:ann") {
+			want = embedder().EmbedOne(title)
+		}
+		if got := cosine(c.Vector, want); got < 0.9999 {
+			t.Errorf("chunk %q: vector's cosine with the expected embedding %.4f", c.Text, got)
+		}
+	}
+	// A query typed as the title finds the header chunk first by vectors.
+	hits, err := x.NearVector(ctx, rag.Query{Vector: embedder().EmbedOne(title), Limit: 1})
+	if err != nil || len(hits) != 1 || !strings.HasPrefix(hits[0].Chunk.Text, "Assignee:") {
+		t.Fatalf("vector search by the title: %+v, %v", hits, err)
+	}
+}
