@@ -95,9 +95,11 @@ func (a *app) benchCommand() *cobra.Command {
 		synthetic []int
 		trickle   int
 		backend   string
+		keep      string
+		searches  string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--json] [--corpus PATH[,PATH...]]... [--synthetic N]... [--backend sqlite|weaviate] [--trickle N]",
+		Use:   "bench [--json] [--corpus PATH[,PATH...]]... [--synthetic N]... [--backend sqlite|weaviate] [--trickle N] [--keep DIR | --searches DIR]",
 		Short: "Measure the whole pipeline on real corpora: documents/s per stage, freshness, search latency, memory, beside this machine's raw rates",
 		Long: `bench runs the whole pipeline in this process (the configured chunk store — embedded,
 or Weaviate with rag.backend weaviate —, the embedded pipeline store and graph, the rules
@@ -120,8 +122,36 @@ it for several); --synthetic N generates a deterministic synthetic company of N 
 throughout; one line to 60,000 characters) and runs it as one more corpus. Without
 either, the dev corpora in ../shared/corpus when present (the Jira project, the mailing
 list). --backend picks the chunk store (default: rag.backend from the configuration;
-weaviate needs rag.weaviate.url, e.g. JERVIS_RAG_WEAVIATE_URL).`,
+weaviate needs rag.weaviate.url, e.g. JERVIS_RAG_WEAVIATE_URL).
+
+--keep DIR keeps each corpus's data directory (DIR/1, DIR/2, … in the order run; DIR
+new or empty); --searches DIR then measures only the searches over one kept directory
+(embedded chunk store: the index loaded, a warm pass of the 200 queries, then 1 client
+and 16), so that search code can be compared at 100,000 documents without building them
+again.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if searches != "" {
+				if len(corpora) > 0 || len(synthetic) > 0 || keep != "" {
+					return errors.New("--searches measures a kept data directory: no --corpus, --synthetic or --keep with it")
+				}
+				if backend == "weaviate" || backend == "" && a.cfg.RAG.Backend == "weaviate" {
+					return errors.New("--searches reads the embedded chunk store of the kept directory: not with the weaviate backend")
+				}
+				run, err := a.benchSearches(cmd.Context(), searches)
+				if err != nil {
+					return fmt.Errorf("bench --searches %s: %w", searches, err)
+				}
+				rep := BenchReport{Machine: machine(), Runs: []BenchRun{run}}
+				if asJSON {
+					return a.printJSON(rep)
+				}
+				return rep.print(a.stdout)
+			}
+			if keep != "" {
+				if entries, err := os.ReadDir(keep); err == nil && len(entries) > 0 {
+					return fmt.Errorf("--keep %s: the directory is not empty (bench builds on fresh ones)", keep)
+				}
+			}
 			if len(corpora) == 0 && len(synthetic) == 0 {
 				corpora = defaultBenchCorpora()
 			}
@@ -149,8 +179,12 @@ weaviate needs rag.weaviate.url, e.g. JERVIS_RAG_WEAVIATE_URL).`,
 			}
 			ctx := cmd.Context()
 			rep := BenchReport{Machine: machine()}
-			for _, c := range corpora {
-				run, err := a.benchOne(ctx, strings.Split(c, ","), trickle)
+			for i, c := range corpora {
+				dir := ""
+				if keep != "" {
+					dir = filepath.Join(keep, strconv.Itoa(i+1))
+				}
+				run, err := a.benchOne(ctx, strings.Split(c, ","), trickle, dir)
 				if err != nil {
 					return fmt.Errorf("bench %s: %w", c, err)
 				}
@@ -173,6 +207,8 @@ weaviate needs rag.weaviate.url, e.g. JERVIS_RAG_WEAVIATE_URL).`,
 	f.IntSliceVar(&synthetic, "synthetic", nil, "also run a synthetic corpus of N documents (repeat for several sizes)")
 	f.StringVar(&backend, "backend", "", "chunk store: sqlite or weaviate (default: rag.backend)")
 	f.IntVar(&trickle, "trickle", 40, "documents trickled in during the bulk to measure freshness (0: none)")
+	f.StringVar(&keep, "keep", "", "keep each corpus's data directory in DIR/1, DIR/2, … (DIR new or empty)")
+	f.StringVar(&searches, "searches", "", "measure only the searches over a data directory kept by --keep (e.g. DIR/1)")
 	return cmd
 }
 
@@ -207,14 +243,23 @@ const benchClient = "bench"
 // syntheticCorpus prefixes the name of a --synthetic corpus ("synthetic:N").
 const syntheticCorpus = "synthetic:"
 
-// benchOne runs the pipeline over one corpus in a fresh directory.
-func (a *app) benchOne(ctx context.Context, paths []string, trickle int) (BenchRun, error) {
+// benchOne runs the pipeline over one corpus in a fresh directory: keep
+// when not empty (and kept), else a temporary one.
+func (a *app) benchOne(ctx context.Context, paths []string, trickle int, keep string) (BenchRun, error) {
 	run := BenchRun{Corpus: strings.Join(paths, ",")}
-	dir, err := os.MkdirTemp("", "jervis-bench-")
-	if err != nil {
+	dir := keep
+	if keep == "" {
+		tmp, err := os.MkdirTemp("", "jervis-bench-")
+		if err != nil {
+			return run, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o750); err != nil {
 		return run, err
+	} else {
+		a.logf("bench: keeping the data directory %s", dir)
 	}
-	defer os.RemoveAll(dir)
 	if n, ok := strings.CutPrefix(run.Corpus, syntheticCorpus); ok && len(paths) == 1 {
 		docs, _ := strconv.Atoi(n)
 		src := filepath.Join(dir, "synthetic")
@@ -273,25 +318,70 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int) (BenchR
 		return run, err
 	}
 
-	a.logf("bench: searching %d chunks", run.Chunks)
-	queries, err := benchQueries(ctx, all.Store, 200)
-	if err != nil {
+	if err := a.measureSearches(ctx, all, &run, false); err != nil {
 		return run, err
 	}
-	if run.Search1, err = searchLatency(ctx, all.KB.KB, queries, 1); err != nil {
-		return run, err
-	}
-	if run.Search16, err = searchLatency(ctx, all.KB.KB, queries, 16); err != nil {
-		return run, err
-	}
-	var mem runtime.MemStats
-	runtime.ReadMemStats(&mem)
-	run.PeakRSSBytes, run.HeapBytes = peakRSS(), mem.HeapAlloc
 	run.DiskBytesPer1000 = per1000(float64(eval.DiskBytes(dir)), run.Documents)
 	if err := a.writeHeapProfile(); err != nil { // what this corpus holds, its stores still open
 		return run, err
 	}
 	return run, nil
+}
+
+// benchSearches measures the searches over a data directory a bench run
+// kept: the pipeline is not run.
+func (a *app) benchSearches(ctx context.Context, dir string) (BenchRun, error) {
+	run := BenchRun{Corpus: "kept:" + dir}
+	if _, err := os.Stat(filepath.Join(dir, "chunks.db")); err != nil {
+		return run, fmt.Errorf("not a data directory kept by bench --keep: %w", err)
+	}
+	all, chunkStore, err := a.openMeasured(ctx, dir, benchClient)
+	if err != nil {
+		return run, err
+	}
+	defer all.Close()
+	run.ChunkStore = chunkStore
+	st, err := all.Store.Stats(ctx)
+	if err != nil {
+		return run, err
+	}
+	for _, n := range st.DocumentsByClient[benchClient] {
+		run.Documents += int(n)
+	}
+	if run.Chunks, err = all.Chunks.For(benchClient).Count(ctx); err != nil {
+		return run, err
+	}
+	if err := a.measureSearches(ctx, all, &run, true); err != nil {
+		return run, err
+	}
+	run.DiskBytesPer1000 = per1000(float64(eval.DiskBytes(dir)), run.Documents)
+	return run, a.writeHeapProfile()
+}
+
+// measureSearches runs the default search by the titles of 200 of the
+// client's documents from 1 client, then 16 (after a pass not measured,
+// when warm), and reads the memory after.
+func (a *app) measureSearches(ctx context.Context, all *embedded.All, run *BenchRun, warm bool) error {
+	a.logf("bench: searching %d chunks", run.Chunks)
+	queries, err := benchQueries(ctx, all.Store, 200)
+	if err != nil {
+		return err
+	}
+	if warm {
+		if _, err := searchLatency(ctx, all.KB.KB, queries, 1); err != nil {
+			return err
+		}
+	}
+	if run.Search1, err = searchLatency(ctx, all.KB.KB, queries, 1); err != nil {
+		return err
+	}
+	if run.Search16, err = searchLatency(ctx, all.KB.KB, queries, 16); err != nil {
+		return err
+	}
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	run.PeakRSSBytes, run.HeapBytes = peakRSS(), mem.HeapAlloc
+	return nil
 }
 
 func per1000(v float64, n int) float64 {
@@ -600,8 +690,11 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 	if len(rep.Runs) > 0 {
 		fmt.Fprintf(tw, "chunks\t%s\n", rep.Runs[0].ChunkStore)
 	}
-	fmt.Fprintf(tw, "roofline\tSQLite %.0f transactions/s, %.0f rows/s in one transaction; embedder %.0f chunk texts/s (%d-d); vector scan %.1f M vectors/s\n\n",
-		r.SQLiteTxPerSecond, r.SQLiteRowsPerSecond, r.EmbedPerSecond, r.EmbeddingDimensions, r.VectorScanPerSecond/1e6)
+	if r != (Roofline{}) { // --searches measures no roofline
+		fmt.Fprintf(tw, "roofline\tSQLite %.0f transactions/s, %.0f rows/s in one transaction; embedder %.0f chunk texts/s (%d-d); vector scan %.1f M vectors/s\n",
+			r.SQLiteTxPerSecond, r.SQLiteRowsPerSecond, r.EmbedPerSecond, r.EmbeddingDimensions, r.VectorScanPerSecond/1e6)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "CORPUS\tDOCS\tCHUNKS\tDOCS/S\tSTORE S\tINDEX S\tQUALIFY S\tCPU S/1K (STORE, PIPELINE)\tFRESH P50/P99 MS\tSEARCH P50/P99 MS (1)\tSEARCH P50/P99 MS, REQ/S (16)\tPEAK RSS MIB\tDISK MIB/1K")
 	var notes []string
 	for _, x := range rep.Runs {
@@ -613,16 +706,20 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 		if x.Freshness.Missed > 0 {
 			fresh += fmt.Sprintf(" (%d never)", x.Freshness.Missed)
 		}
+		name := filepath.Base(x.Corpus)
+		if dir, ok := strings.CutPrefix(x.Corpus, "kept:"); ok {
+			name = "kept:" + dir
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f, %.1f\t%s\t%.1f / %.1f\t%.1f / %.1f, %.0f\t%d\t%.1f\n",
-			filepath.Base(x.Corpus), x.Documents, x.Chunks, x.DocsPerSecond, x.StoreSeconds, x.IndexSeconds, x.QualifySeconds,
+			name, x.Documents, x.Chunks, x.DocsPerSecond, x.StoreSeconds, x.IndexSeconds, x.QualifySeconds,
 			x.StoreCPUPer1000, x.PipelineCPUPer1000, fresh, x.Search1.P50, x.Search1.P99, x.Search16.P50, x.Search16.P99, x.Search16.PerSecond,
 			x.PeakRSSBytes>>20, x.DiskBytesPer1000/(1<<20))
 		if r.SQLiteRowsPerSecond > 0 && r.EmbedPerSecond > 0 {
 			notes = append(notes, fmt.Sprintf("%s of the roofline: chunks written %.0f/s = %.1f %% of SQLite's rows/s, %.1f %% of the embedder's rate",
-				filepath.Base(x.Corpus), chunksPerSec, 100*chunksPerSec/r.SQLiteRowsPerSecond, 100*chunksPerSec/r.EmbedPerSecond))
+				name, chunksPerSec, 100*chunksPerSec/r.SQLiteRowsPerSecond, 100*chunksPerSec/r.EmbedPerSecond))
 		}
 		if st := x.Search1.stagesLine(); st != "" {
-			notes = append(notes, fmt.Sprintf("%s search stages p50 / p99 ms (1 client): %s", filepath.Base(x.Corpus), st))
+			notes = append(notes, fmt.Sprintf("%s search stages p50 / p99 ms (1 client): %s", name, st))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -83,6 +85,56 @@ func TestBenchSyntheticAndBackend(t *testing.T) {
 		args := append([]string{"bench"}, strings.Fields(tc.args)...)
 		if code, _, errOut := runCLI(t, nil, args...); code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%s: exit %d %q", tc.args, code, errOut)
+		}
+	}
+}
+
+// --keep keeps each corpus's data directory; --searches measures the
+// searches over one of them again, without the pipeline, and refuses what
+// is not one.
+func TestBenchKeepsAndSearchesAgain(t *testing.T) {
+	t.Parallel()
+	jira, _, _ := evalCorpus(t)
+	keep := filepath.Join(t.TempDir(), "kept")
+	code, out, errOut := runCLI(t, nil, "bench", "--json", "--trickle", "0", "--corpus", jira, "--synthetic", "60", "--keep", keep)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var built BenchReport
+	if err := json.Unmarshal([]byte(out), &built); err != nil || len(built.Runs) != 2 {
+		t.Fatal(err, out)
+	}
+	for i, run := range built.Runs {
+		dir := filepath.Join(keep, strconv.Itoa(i+1))
+		code, out, errOut := runCLI(t, nil, "bench", "--json", "--searches", dir)
+		if code != 0 {
+			t.Fatalf("--searches %s: exit %d\n%s\n%s", dir, code, out, errOut)
+		}
+		var again BenchReport
+		if err := json.Unmarshal([]byte(out), &again); err != nil || len(again.Runs) != 1 {
+			t.Fatal(err, out)
+		}
+		x := again.Runs[0]
+		if x.Corpus != "kept:"+dir || x.Documents != run.Documents || x.Chunks != run.Chunks || x.DocsPerSecond != 0 ||
+			x.Search1.N != run.Search1.N || x.Search16.N != 16*x.Search1.N || x.Search1.P50 <= 0 {
+			t.Errorf("--searches %s: %+v, built %+v", dir, x, run)
+		}
+		if again.Roofline != (Roofline{}) {
+			t.Errorf("--searches measured a roofline: %+v", again.Roofline)
+		}
+	}
+	code, out, _ = runCLI(t, nil, "bench", "--searches", filepath.Join(keep, "1"))
+	if code != 0 || !strings.Contains(out, "kept:") || strings.Contains(out, "roofline") {
+		t.Errorf("--searches table (exit %d):\n%s", code, out)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"--keep " + keep + " --corpus " + jira, "not empty"},
+		{"--searches " + t.TempDir(), "not a data directory"},
+		{"--searches " + keep + "/1 --corpus " + jira, "no --corpus"},
+		{"--searches " + keep + "/1 --backend weaviate", "weaviate"},
+	} {
+		if code, _, errOut := runCLI(t, nil, append([]string{"bench"}, strings.Fields(tc.args)...)...); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("bench %s: exit %d %q, want %q", tc.args, code, errOut, tc.want)
 		}
 	}
 }
