@@ -2,6 +2,7 @@ package sqlitedb
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -162,5 +163,49 @@ func TestUrgentWritersGoFirst(t *testing.T) {
 	}
 	if want := []string{"urgent", "bulk-1", "bulk-2"}; !slices.Equal(order, want) {
 		t.Fatalf("wrote in order %v, want %v", order, want)
+	}
+}
+
+// The writer checkpoints the WAL every walCheckpointPages pages, not at
+// SQLite's 1,000: 2,000 small transactions grow the WAL past 1,000 pages
+// without a checkpoint, and a checkpoint's WAL is cut back to walSizeLimit.
+func TestWALCheckpointsLessOften(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := Open(ctx, Options{Path: path, Migrations: []string{`CREATE TABLE blobs (id INTEGER PRIMARY KEY, b BLOB NOT NULL) STRICT;`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var pages, limit int64
+	if err := db.Write(ctx, "test", func(tx Tx) error {
+		if err := tx.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `PRAGMA journal_size_limit`).Scan(&limit)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if pages != walCheckpointPages || limit != walSizeLimit {
+		t.Fatalf("writer: wal_autocheckpoint %d, journal_size_limit %d; want %d, %d", pages, limit, walCheckpointPages, walSizeLimit)
+	}
+	blob := make([]byte, 3000)
+	for i := range 2000 {
+		if err := db.Write(ctx, "test", func(tx Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO blobs (id, b) VALUES (?, ?)`, i, blob)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SQLite's default would have checkpointed and reused the WAL from its
+	// start every 1,000 pages (about 4 MiB of 4 KiB pages).
+	if st.Size() < 1500*4096 {
+		t.Fatalf("WAL %d bytes after 2,000 commits: checkpointed every 1,000 pages", st.Size())
 	}
 }
