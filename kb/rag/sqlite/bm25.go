@@ -319,7 +319,7 @@ func (t *tokenizer) close() error {
 // without their texts but with their row ids (withText). The caller holds
 // v's read lock.
 func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int64) {
-	rows := len(v.ids)
+	rows := v.ids.len()
 	n := float64(rows)
 	if n == 0 {
 		return nil, nil
@@ -337,7 +337,7 @@ func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int6
 
 // score is bm25, dense or not (the same hits either way).
 func (v *vectors) score(q rag.Query, tokens []string, dense bool) ([]rag.Hit, map[string]int64) {
-	rows := len(v.ids)
+	rows := v.ids.len()
 	n := float64(rows)
 	avgdl := float64(v.tokens) / n
 	sc := getScratch(rows, dense)
@@ -411,7 +411,7 @@ func (v *vectors) score(q rag.Query, tokens []string, dense bool) ([]rag.Hit, ma
 	seqs := make(map[string]int64, len(best))
 	for j, r := range best {
 		hits[j] = rag.Hit{Chunk: v.meta(r.i), Score: r.score, BM25Score: r.score}
-		seqs[v.ids[r.i]] = r.seq
+		seqs[v.ids.id(r.i)] = r.seq
 	}
 	return hits, seqs
 }

@@ -283,8 +283,8 @@ func TestPreload(t *testing.T) {
 	if len(loaded) != 2 || loaded["acme"] != 1 || loaded["globex"] != 1 {
 		t.Fatalf("preloaded %v", loaded)
 	}
-	if v := s.vectorsOf("acme"); v.gen < 1 || len(v.ids) != 1 {
-		t.Fatalf("acme's index not loaded: gen %d, %d chunks", v.gen, len(v.ids))
+	if v := s.vectorsOf("acme"); v.gen < 1 || v.ids.len() != 1 {
+		t.Fatalf("acme's index not loaded: gen %d, %d chunks", v.gen, v.ids.len())
 	}
 }
 
@@ -521,7 +521,7 @@ func TestLoadReservesItsRows(t *testing.T) {
 	v := x.vectorsOf("acme")
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	for name, lc := range map[string][2]int{"ids": {len(v.ids), cap(v.ids)}, "q8": {len(v.q8), cap(v.q8)}, "r8": {len(v.r8), cap(v.r8)},
+	for name, lc := range map[string][2]int{"ids": {len(v.ids.keys), cap(v.ids.keys)}, "q8": {len(v.q8), cap(v.q8)}, "r8": {len(v.r8), cap(v.r8)},
 		"lens": {len(v.lens), cap(v.lens)}, "docRow": {len(v.docRow), cap(v.docRow)}} {
 		if lc[0] == 0 || lc[0] != lc[1] {
 			t.Errorf("%s: %d used of %d", name, lc[0], lc[1])

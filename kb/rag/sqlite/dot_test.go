@@ -86,8 +86,8 @@ func TestQuantizedScanRecall(t *testing.T) {
 			i int
 			d float32
 		}
-		all := make([]s, len(v.ids))
-		for i := range v.ids {
+		all := make([]s, v.ids.len())
+		for i := range v.ids.len() {
 			all[i] = s{i, dot(qv, vecs[i])}
 		}
 		slices.SortFunc(all, func(a, b s) int { return -cmpF(a.d, b.d) })
@@ -231,16 +231,16 @@ func TestRowsShareTheirMetadata(t *testing.T) {
 		}
 	}
 	want("at first", 2, 3)
-	if m := v.meta(v.pos["a3"]); m.ID != "a3" || m.SourceURN != "urn:a" || m.NodeKey != "node:urn:a" || !m.Timestamp.Equal(ts) || !slices.Equal(m.GraphRefs, []string{"issue:A-1"}) {
+	if m := v.meta(v.row("a3")); m.ID != "a3" || m.SourceURN != "urn:a" || m.NodeKey != "node:urn:a" || !m.Timestamp.Equal(ts) || !slices.Equal(m.GraphRefs, []string{"issue:A-1"}) {
 		t.Fatalf("a3: %+v", m)
 	}
-	if m := v.meta(v.pos["c0"]); m.SourceURN != "urn:a" || !slices.Equal(m.GraphRefs, []string{"issue:A-1", "person:x"}) {
+	if m := v.meta(v.row("c0")); m.SourceURN != "urn:a" || !slices.Equal(m.GraphRefs, []string{"issue:A-1", "person:x"}) {
 		t.Fatalf("c0: %+v", m)
 	}
 	// b0 moves to urn:a's metadata and refs: its entries are freed, then reused.
 	v.put(doc("b0", "urn:a", "issue:A-1"), vec, 6, 1, nil)
 	want("after b0 moved", 1, 2)
-	if m := v.meta(v.pos["b0"]); m.SourceURN != "urn:a" || m.GraphRefs[0] != "issue:A-1" {
+	if m := v.meta(v.row("b0")); m.SourceURN != "urn:a" || m.GraphRefs[0] != "issue:A-1" {
 		t.Fatalf("b0 moved: %+v", m)
 	}
 	v.put(doc("d0", "urn:d"), vec, 8, 1, nil)
@@ -252,7 +252,15 @@ func TestRowsShareTheirMetadata(t *testing.T) {
 		v.remove(id)
 	}
 	want("after removals", 2, 2)
-	if m, d := v.meta(v.pos["c0"]), v.meta(v.pos["d0"]); m.GraphRefs[1] != "person:x" || m.SourceURN != "urn:a" || d.SourceURN != "urn:d" || len(d.GraphRefs) != 0 {
+	if m, d := v.meta(v.row("c0")), v.meta(v.row("d0")); m.GraphRefs[1] != "person:x" || m.SourceURN != "urn:a" || d.SourceURN != "urn:d" || len(d.GraphRefs) != 0 {
 		t.Fatalf("after removals: c0 %+v, d0 %+v", m, d)
 	}
+}
+
+// row is chunk id's row (-1: none).
+func (v *vectors) row(id string) int {
+	if i, ok := v.ids.find(id); ok {
+		return i
+	}
+	return -1
 }

@@ -585,7 +585,7 @@ func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit
 		return nil, nil, fmt.Errorf("bm25: tokenize the query: %w", err)
 	}
 	single := !slices.ContainsFunc(tokens, func(t []string) bool { return len(t) != 1 })
-	kept, err := prune(words, func(i int) (int, error) { return x.wordFreq(ctx, v, words[i], tokens[i]) }, len(v.ids))
+	kept, err := prune(words, func(i int) (int, error) { return x.wordFreq(ctx, v, words[i], tokens[i]) }, v.ids.len())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -626,7 +626,7 @@ func (x *index) DocFreqs(ctx context.Context, words []string) ([]int, int, error
 			return nil, 0, err
 		}
 	}
-	return counts, len(v.ids), nil
+	return counts, v.ids.len(), nil
 }
 
 // wordFreq is how many of the client's chunks hold word, whose FTS5
@@ -637,7 +637,7 @@ func (x *index) wordFreq(ctx context.Context, v *vectors, word string, toks []st
 	if len(toks) == 1 {
 		return v.docFreq(toks[0]), nil
 	}
-	return x.docFreq(ctx, stemCandidates(word), len(v.ids))
+	return x.docFreq(ctx, stemCandidates(word), v.ids.len())
 }
 
 // bm25SQL ranks with FTS5's bm25().

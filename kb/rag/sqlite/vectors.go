@@ -40,8 +40,7 @@ type vectors struct {
 	mu       sync.RWMutex
 	gen      int64 // generation loaded; -1 = not loaded or stale
 	dim      int
-	pos      map[string]int
-	ids      []string
+	ids      rowIDs // each row's chunk ID, and each ID's row
 	seqs     []int64
 	lens     []int32 // tokens per chunk, as FTS5 counts them
 	tokens   int64   // sum of lens
@@ -168,7 +167,7 @@ func (v *vectors) releaseMeta(i int) {
 // meta returns row i's metadata (a chunk without Text, Title and Vector).
 func (v *vectors) meta(i int) rag.Chunk {
 	d := v.docMetas.list[v.docOf[i]]
-	return rag.Chunk{ID: v.ids[i], SourceURN: d.sourceURN, SourceType: d.sourceType, Kind: d.kind, NodeKey: d.nodeKey, Timestamp: d.ts,
+	return rag.Chunk{ID: v.ids.id(i), SourceURN: d.sourceURN, SourceType: d.sourceType, Kind: d.kind, NodeKey: d.nodeKey, Timestamp: d.ts,
 		GraphRefs: v.refSets.list[v.refsOf[i]]}
 }
 
@@ -232,18 +231,15 @@ func quantize[T int8 | int16](vec []float32, row []T, top float32) float32 {
 // put adds or replaces a chunk. terms are its text's FTS5 tokens with their
 // counts; nil keeps the postings it has (its text did not change).
 func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms map[string]float32) {
-	if v.pos == nil {
-		v.pos = map[string]int{}
-	}
 	if v.dim == 0 {
 		v.dim = len(vec)
 		v.stride = (v.dim + 15) / 16 * 16
-		if n := cap(v.ids); n > 0 { // a load reserved room (reserve)
+		if n := cap(v.seqs); n > 0 { // a load reserved room (reserve)
 			v.q8, v.r8 = make([]int8, 0, n*v.stride), make([]int8, 0, n*v.dim)
 		}
 	}
 	doc, refs := v.addMeta(c)
-	if i, ok := v.pos[c.ID]; ok {
+	if i, ok := v.ids.find(c.ID); ok {
 		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride], 127)
 		residual(vec, v.q8[i*v.stride:], v.scales[i], v.r8[i*v.dim:(i+1)*v.dim])
 		v.releaseMeta(i)
@@ -255,8 +251,8 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 		}
 		return
 	}
-	v.pos[c.ID] = len(v.ids)
-	v.ids, v.seqs, v.lens = append(v.ids, c.ID), append(v.seqs, seq), append(v.lens, length)
+	v.ids.add(c.ID)
+	v.seqs, v.lens = append(v.seqs, seq), append(v.lens, length)
 	v.tokens += int64(length)
 	v.q8 = append(v.q8, make([]int8, v.stride)...)
 	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:], 127))
@@ -264,29 +260,28 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	residual(vec, v.q8[len(v.q8)-v.stride:], v.scales[len(v.scales)-1], v.r8[len(v.r8)-v.dim:])
 	v.docOf, v.refsOf = append(v.docOf, doc), append(v.refsOf, refs)
 	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
-	v.index(len(v.ids)-1, terms)
+	v.index(v.ids.len()-1, terms)
 }
 
 func (v *vectors) remove(id string) {
-	i, ok := v.pos[id]
+	i, ok := v.ids.find(id)
 	if !ok {
 		return
 	}
 	v.tokens -= int64(v.lens[i])
-	delete(v.pos, id)
 	v.releaseMeta(i)
 	v.unindex(i)
-	last := len(v.ids) - 1
+	v.ids.remove(i)
+	last := len(v.seqs) - 1
 	if i != last {
-		v.ids[i], v.seqs[i], v.lens[i], v.scales[i] = v.ids[last], v.seqs[last], v.lens[last], v.scales[last]
+		v.seqs[i], v.lens[i], v.scales[i] = v.seqs[last], v.lens[last], v.scales[last]
 		v.docOf[i], v.refsOf[i] = v.docOf[last], v.refsOf[last]
 		v.docs[i], v.nterms[i] = v.docs[last], v.nterms[last]
 		v.docRow[v.docs[i]] = int32(i)
 		copy(v.r8[i*v.dim:(i+1)*v.dim], v.r8[last*v.dim:])
 		copy(v.q8[i*v.stride:(i+1)*v.stride], v.q8[last*v.stride:])
-		v.pos[v.ids[i]] = i
 	}
-	v.ids, v.seqs, v.lens, v.scales = v.ids[:last], v.seqs[:last], v.lens[:last], v.scales[:last]
+	v.seqs, v.lens, v.scales = v.seqs[:last], v.lens[:last], v.scales[:last]
 	v.docOf, v.refsOf = v.docOf[:last], v.refsOf[:last]
 	v.r8, v.q8 = v.r8[:last*v.dim], v.q8[:last*v.stride]
 	v.docs, v.nterms = v.docs[:last], v.nterms[:last]
@@ -359,8 +354,8 @@ func termCounts(title, text []string) map[string]float32 {
 // as slices grown row by row hold up to a quarter more than they use
 // (the vectors' rows are the largest part of the index).
 func (v *vectors) reserve(n int) {
-	v.pos = make(map[string]int, n)
-	v.ids, v.seqs, v.lens = make([]string, 0, n), make([]int64, 0, n), make([]int32, 0, n)
+	v.ids.reserve(n)
+	v.seqs, v.lens = make([]int64, 0, n), make([]int32, 0, n)
 	v.scales, v.docOf, v.refsOf = make([]float32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 	v.docs, v.nterms, v.docRow = make([]uint32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 }
@@ -388,7 +383,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	}
 	defer rows.Close()
 	// not *v = ...: v.mu is held
-	v.gen, v.dim, v.pos, v.ids, v.seqs, v.lens, v.tokens = -1, 0, nil, nil, nil, nil, 0
+	v.gen, v.dim, v.ids, v.seqs, v.lens, v.tokens = -1, 0, rowIDs{}, nil, nil, 0
 	v.stride, v.q8, v.scales, v.r8 = 0, nil, nil, nil
 	v.docOf, v.refsOf, v.docMetas, v.refSets = nil, nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
@@ -505,9 +500,9 @@ func (h topK) down(i int) {
 
 // sorted returns the kept scores, best first; equal scores in the order of
 // their chunk IDs, as rag.Fuse orders them.
-func (h topK) sorted(ids []string) []scored {
+func (h topK) sorted(ids *rowIDs) []scored {
 	out := slices.Clone(h)
-	slices.SortFunc(out, func(a, b scored) int { return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(ids[a.i], ids[b.i])) })
+	slices.SortFunc(out, func(a, b scored) int { return cmp.Or(cmp.Compare(b.score, a.score), ids.compare(a.i, b.i)) })
 	return out
 }
 
@@ -618,7 +613,7 @@ func selectBest(xs []scored, k int) float32 {
 // the int8 scan (in parts scans at once) picks rescored(limit) candidates,
 // their int8 rows and residuals score them again.
 func (v *vectors) nearest(qv []float32, f rag.Filter, limit, parts int) topK {
-	n := len(v.ids)
+	n := v.ids.len()
 	filtered := f.Active()
 	q16, qscale := queryI16(qv, v.stride)
 	cands := max(rescored(limit)/parts, limit)
@@ -680,7 +675,7 @@ func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int64, error) {
 	if len(q.Vector) == 0 {
 		return nil, nil, nil
 	}
-	n := len(v.ids)
+	n := v.ids.len()
 	if n == 0 {
 		return nil, nil, nil
 	}
@@ -694,13 +689,13 @@ func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int64, error) {
 	if activeScans.Add(1) == 1 && n >= 20_000 {
 		parts = min(runtime.GOMAXPROCS(0), 8)
 	}
-	best := v.nearest(rag.Normalize(q.Vector), q.Filter, q.Limit, parts).sorted(v.ids)
+	best := v.nearest(rag.Normalize(q.Vector), q.Filter, q.Limit, parts).sorted(&v.ids)
 	activeScans.Add(-1)
 	hits := make([]rag.Hit, len(best))
 	seqs := make(map[string]int64, len(best))
 	for i, s := range best {
 		hits[i] = rag.Hit{Chunk: v.meta(s.i), Score: float64(s.score), VectorScore: float64(s.score)}
-		seqs[v.ids[s.i]] = v.seqs[s.i]
+		seqs[v.ids.id(s.i)] = v.seqs[s.i]
 	}
 	return hits, seqs, nil
 }
@@ -782,7 +777,7 @@ func (s *Store) Preload(ctx context.Context, report func(client string, chunks i
 		if err != nil {
 			return err
 		}
-		n := len(v.ids)
+		n := v.ids.len()
 		v.mu.RUnlock()
 		if report != nil {
 			report(c, n, time.Since(start))
