@@ -147,10 +147,8 @@ again.`,
 				}
 				return rep.print(a.stdout)
 			}
-			if keep != "" {
-				if entries, err := os.ReadDir(keep); err == nil && len(entries) > 0 {
-					return fmt.Errorf("--keep %s: the directory is not empty (bench builds on fresh ones)", keep)
-				}
+			if err := refuseNonEmpty(keep); err != nil { // "": none
+				return err
 			}
 			if len(corpora) == 0 && len(synthetic) == 0 {
 				corpora = defaultBenchCorpora()
@@ -247,17 +245,12 @@ const syntheticCorpus = "synthetic:"
 // when not empty (and kept), else a temporary one.
 func (a *app) benchOne(ctx context.Context, paths []string, trickle int, keep string) (BenchRun, error) {
 	run := BenchRun{Corpus: strings.Join(paths, ",")}
-	dir := keep
-	if keep == "" {
-		tmp, err := os.MkdirTemp("", "jervis-bench-")
-		if err != nil {
-			return run, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o750); err != nil {
+	dir, done, err := freshDir(keep, "jervis-bench-")
+	if err != nil {
 		return run, err
-	} else {
+	}
+	defer done()
+	if keep != "" {
 		a.logf("bench: keeping the data directory %s", dir)
 	}
 	if n, ok := strings.CutPrefix(run.Corpus, syntheticCorpus); ok && len(paths) == 1 {

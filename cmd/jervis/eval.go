@@ -99,23 +99,40 @@ than 1 junk node per 1,000).`,
 	return cmd
 }
 
+// freshDir returns an empty directory to build stores in: keep, made when
+// missing and refused when it holds anything, or (keep "") a new
+// temporary one that done removes.
+func freshDir(keep, pattern string) (dir string, done func(), err error) {
+	if keep == "" {
+		tmp, err := os.MkdirTemp("", pattern)
+		if err != nil {
+			return "", nil, err
+		}
+		return tmp, func() { os.RemoveAll(tmp) }, nil
+	}
+	if err := refuseNonEmpty(keep); err != nil {
+		return "", nil, err
+	}
+	return keep, func() {}, os.MkdirAll(keep, 0o750)
+}
+
+// refuseNonEmpty refuses a --keep directory that holds anything: a run
+// builds on a fresh one.
+func refuseNonEmpty(dir string) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("--keep %s: the directory is not empty (a run builds on a fresh one)", dir)
+	}
+	return nil
+}
+
 // eval imports paths into a fresh data directory, runs the indexers and
 // the rules qualifier until the work is done, and measures the result.
 func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*eval.Report, error) {
-	dir := keep
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "jervis-eval-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return nil, fmt.Errorf("--keep %s: the directory is not empty (eval builds on a fresh one)", dir)
-	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	dir, done, err := freshDir(keep, "jervis-eval-")
+	if err != nil {
 		return nil, err
 	}
+	defer done()
 	all, chunkStore, err := a.openMeasured(ctx, dir, client)
 	if err != nil {
 		return nil, err
