@@ -265,6 +265,10 @@ func (t Tx) stmt(ctx context.Context, q string) *sql.Stmt {
 
 // ExecContext runs q.
 func (t Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	ctx, err := running(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -273,6 +277,10 @@ func (t Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result,
 
 // QueryContext runs q.
 func (t Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx, err := running(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -281,10 +289,26 @@ func (t Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows,
 
 // QueryRowContext runs q for one row.
 func (t Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if c, err := running(ctx); err == nil {
+		ctx = c // else the row reports ctx's error
+	}
 	if st := t.stmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return t.Tx.QueryRowContext(ctx, q, args...)
+}
+
+// running returns ctx without its cancellation, or ctx's error when it has
+// ended: a write transaction's statement, once started, runs to its end
+// (they are short), and one not started yet is refused, so an ended
+// context still fails the transaction, between its statements. A
+// cancellable context cost the driver a goroutine and a progress handler
+// for each statement, and database/sql a goroutine for each transaction.
+func running(ctx context.Context) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return ctx, err
+	}
+	return context.WithoutCancel(ctx), nil
 }
 
 // preparable: one data statement. (A prepared statement runs only the
@@ -336,7 +360,7 @@ func (db *DB) Write(ctx context.Context, op string, fn func(tx Tx) error) error 
 		return db.Explain(op, err)
 	}
 	defer db.writer.unlock()
-	sqlTx, err := db.W.BeginTx(ctx, nil)
+	sqlTx, err := db.W.BeginTx(context.WithoutCancel(ctx), nil) // see running
 	if err != nil {
 		return db.Explain(op, err)
 	}

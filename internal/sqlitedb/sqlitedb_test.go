@@ -2,6 +2,7 @@ package sqlitedb
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -207,5 +208,43 @@ func TestWALCheckpointsLessOften(t *testing.T) {
 	// start every 1,000 pages (about 4 MiB of 4 KiB pages).
 	if st.Size() < 1500*4096 {
 		t.Fatalf("WAL %d bytes after 2,000 commits: checkpointed every 1,000 pages", st.Size())
+	}
+}
+
+// A write's statements run to their end once started, but a context that
+// has ended refuses the next one, and the transaction with it: nothing it
+// wrote commits.
+func TestEndedContextFailsTheWrite(t *testing.T) {
+	t.Parallel()
+	db, err := Open(t.Context(), Options{Path: filepath.Join(t.TempDir(), "t.db"), Migrations: []string{`CREATE TABLE log (seq INTEGER PRIMARY KEY, who TEXT NOT NULL) STRICT;`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	err = db.Write(ctx, "two inserts", func(tx Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO log (who) VALUES ('first')`); err != nil {
+			return err
+		}
+		cancel()
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM log`).Scan(&n); !errors.Is(err, context.Canceled) {
+			t.Errorf("a query after the context ended: %v, want context.Canceled", err)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO log (who) VALUES ('second')`)
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("write: %v, want context.Canceled", err)
+	}
+	var n int
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM log`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows committed (%v), want none", n, err)
+	}
+	if err := db.Write(t.Context(), "after", func(tx Tx) error {
+		_, err := tx.ExecContext(t.Context(), `INSERT INTO log (who) VALUES ('after')`)
+		return err
+	}); err != nil {
+		t.Fatalf("the writer after a failed write: %v", err)
 	}
 }
