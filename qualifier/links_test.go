@@ -15,6 +15,8 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/pollers"
+	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/qualifier"
 	"github.com/jervis-dev/jervis/qualifier/agent"
 	"github.com/jervis-dev/jervis/qualifier/linksafety"
@@ -165,5 +167,48 @@ func TestUncertainLinksDecidedByTheModel(t *testing.T) {
 	}
 	if d2, _ := ag.DecideLink(ctx, news, "Newsletter: "+news); !d2.FromCache || calls.Load() != before+1 {
 		t.Fatalf("second decision %+v: %d model calls, want 1", d2, calls.Load()-before)
+	}
+}
+
+// shapeCounter counts its kind's Shape calls.
+type shapeCounter struct {
+	pollers.Kind
+	calls *atomic.Int32
+}
+
+func (k shapeCounter) Shape(d store.Document) pollers.Shape {
+	k.calls.Add(1)
+	return k.Kind.Shape(d)
+}
+
+// A document's data task and its link tasks, qualified in one batch, read
+// its shape (its metadata decoded) once, not once for each.
+func TestABatchReadsADocumentsShapeOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.indexEmail(t, "m1@acme.test", "Links", "See https://a.example.com/1, https://b.example.com/2 and https://c.example.com/3.")
+	var calls atomic.Int32
+	var builtin []pollers.Kind
+	for _, k := range kinds.Builtin() {
+		if k.About().SourceType == store.SourceEmail {
+			k = shapeCounter{Kind: k, calls: &calls}
+		}
+		builtin = append(builtin, k)
+	}
+	reg, err := pollers.NewRegistry(builtin...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, Kinds: reg, Batch: 16, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, q, func(s store.Stats) bool { return s.Tasks["DONE"]+s.Tasks["READY_FOR_GPU"] == 4 }, e.st)
+	st, _ := e.st.Stats(context.Background())
+	if st.TasksByKind["LINK_PROCESSING"]["DONE"] != 3 {
+		t.Fatalf("tasks %+v, want 3 links done", st.TasksByKind)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the document's shape was read %d times, want once", n)
 	}
 }

@@ -169,10 +169,24 @@ type lookups struct {
 	namespaces map[string][]string
 	patterns   map[string][]store.LinkPattern
 	documents  map[[2]string]store.Document // a document's link tasks come with its data task
+	shapes     map[[2]string]pollers.Shape  // and each needs its main node
 }
 
 func (q *Qualifier) lookups() *lookups {
-	return &lookups{q: q, namespaces: map[string][]string{}, patterns: map[string][]store.LinkPattern{}, documents: map[[2]string]store.Document{}}
+	return &lookups{q: q, namespaces: map[string][]string{}, patterns: map[string][]store.LinkPattern{},
+		documents: map[[2]string]store.Document{}, shapes: map[[2]string]pollers.Shape{}}
+}
+
+// shape is doc's shape (its kind's reading of its metadata: a JSON
+// decoding, which each of a Jira issue's link tasks repeated).
+func (l *lookups) shape(doc store.Document) pollers.Shape {
+	k := [2]string{doc.Client, doc.ID}
+	if s, ok := l.shapes[k]; ok {
+		return s
+	}
+	s := l.q.cfg.Kinds.Shape(doc)
+	l.shapes[k] = s
+	return s
 }
 
 func (l *lookups) document(ctx context.Context, client, id string) (store.Document, error) {
@@ -321,7 +335,7 @@ func (q *Qualifier) plan(ctx context.Context, t store.Task, l *lookups) (*plan, 
 	if t.Kind == store.KindLink {
 		return q.planLink(ctx, t, doc, namespaces, l)
 	}
-	shape := q.cfg.Kinds.Shape(doc)
+	shape := l.shape(doc)
 	structure := rules.Structure(shape, doc)
 	structure.MentionNamespaces = namespaces
 	return &plan{
@@ -462,7 +476,7 @@ func (q *Qualifier) planLink(ctx context.Context, t store.Task, doc store.Docume
 		apart: fetch,
 		req: kb.IngestRequest{
 			Client: t.Client, MainNode: linkRef, Props: map[string]any{"url": p.URL, "verdict": string(verdict)},
-			Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: q.cfg.Kinds.Shape(doc).Main}},
+			Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: l.shape(doc).Main}},
 			SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: kb.KindLink, ObservedAt: doc.ObservedAt,
 			MentionNamespaces: namespaces,
 		},
