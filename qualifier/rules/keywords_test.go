@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,8 +38,47 @@ func TestKeywordsFindWhatTheirRegexpsFind(t *testing.T) {
 			if got, want := k.MatchString(s), k.re.MatchString(s); got != want {
 				t.Errorf("%s matches %q: %v, the regexp alone %v", k.re, s, got, want)
 			}
-			if got, want := len(k.FindAllString(s, -1)), len(k.re.FindAllString(s, -1)); got != want {
-				t.Errorf("%s finds %d in %q, the regexp alone %d", k.re, got, s, want)
+			for _, n := range []int{-1, 0, 1, 2} {
+				if got, want := k.FindAllString(s, n), k.re.FindAllString(s, n); !slices.Equal(got, want) {
+					t.Errorf("%s finds (n %d) %q in %q, the regexp alone %q", k.re, n, got, s, want)
+				}
+			}
+		}
+	}
+}
+
+// The same on random texts made of the regexps' words, parts of them,
+// other words, digits, spaces and punctuation, in random case: where the
+// words start, end and touch one another is where an anchored search
+// could differ from a scan.
+func TestKeywordsFindWhatTheirRegexpsFindOnRandomTexts(t *testing.T) {
+	pieces := []string{"by", "before", "until", "due", "the", "monday", "Friday", "tomorrow", "tonight", "end of", "the day", "week", "month",
+		"eod", "3", "12", "1st", "22nd", "3rd", "4th", "could you", "can you", "would", "you", "please", "review", "sign", "off", "sign-off",
+		"sign off", "approve", "approval", "approv", "take a look", "let me know", "decide", "decision", "need your", "disagree", "priority",
+		"fyi", "no action needed", "for your information", "newsletter", "notice", "standby", "maybe", "due_", "x", "_", "9",
+		" ", " ", " ", "  ", "\n", "\t", ".", ",", "-", ":", "?", "(", ")", "'"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b strings.Builder
+		for range 1 + r.IntN(12) {
+			p := pieces[r.IntN(len(pieces))]
+			switch r.IntN(3) {
+			case 0:
+				p = strings.ToUpper(p)
+			case 1:
+				if p != "" {
+					p = strings.ToUpper(p[:1]) + p[1:]
+				}
+			}
+			b.WriteString(p)
+		}
+		s := b.String()
+		for _, k := range []keywords{requestRE, deadlineRE, decisionRE, fyiRE} {
+			if got, want := k.FindAllString(s, -1), k.re.FindAllString(s, -1); !slices.Equal(got, want) {
+				t.Fatalf("%s finds %q in %q, the regexp alone %q", k.re, got, s, want)
+			}
+			if got, want := k.FindString(s), k.re.FindString(s); got != want {
+				t.Fatalf("%s on %q: %q, the regexp alone %q", k.re, s, got, want)
 			}
 		}
 	}

@@ -46,58 +46,116 @@ const (
 )
 
 var (
-	requestRE = keywords{regexp.MustCompile(`(?i)\b(could you|can you|would you|please|review|sign[- ]off|approve|take a look|let me know|decide|need your)\b`),
-		[]string{"could you", "can you", "would you", "please", "review", "sign", "approve", "take a look", "let me know", "decide", "need your"}}
-	deadlineRE = keywords{regexp.MustCompile(`(?i)\b(by|before|until|due)\s+(?:the\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|end of (the )?(day|week|month)|eod|\d{1,2}(st|nd|rd|th)?)\b`),
-		[]string{"by", "before", "until", "due"}}
-	decisionRE = keywords{regexp.MustCompile(`(?i)\b(decide|decision|approve|approval|sign[- ]off|disagree|priority)\b`),
-		[]string{"decide", "decision", "approv", "sign", "disagree", "priority"}}
-	fyiRE = keywords{regexp.MustCompile(`(?i)\b(fyi|no action needed|for your information|newsletter|notice)\b`),
-		[]string{"fyi", "no action needed", "for your information", "newsletter", "notice"}}
+	requestRE = newKeywords(`(?i)\b(could you|can you|would you|please|review|sign[- ]off|approve|take a look|let me know|decide|need your)\b`,
+		"could you", "can you", "would you", "please", "review", "sign", "approve", "take a look", "let me know", "decide", "need your")
+	deadlineRE = newKeywords(`(?i)\b(by|before|until|due)\s+(?:the\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|end of (the )?(day|week|month)|eod|\d{1,2}(st|nd|rd|th)?)\b`,
+		"by", "before", "until", "due")
+	decisionRE = newKeywords(`(?i)\b(decide|decision|approve|approval|sign[- ]off|disagree|priority)\b`,
+		"decide", "decision", "approv", "sign", "disagree", "priority")
+	fyiRE = newKeywords(`(?i)\b(fyi|no action needed|for your information|newsletter|notice)\b`,
+		"fyi", "no action needed", "for your information", "newsletter", "notice")
 )
 
-// keywords is a case-insensitive regexp with words (lower case) one of
-// which each of its matches holds: an ASCII text holding none of them
-// cannot match, and is not scanned (the scans were most of routing's
-// cost). Other text is always scanned ((?i) folds a few non-ASCII letters
-// to ASCII ones).
+// keywords is a case-insensitive regexp that starts with \b and whose
+// every match starts with one of words (lower case, ASCII). In an ASCII
+// text a match can start only where one of them does, after a word
+// boundary: the regexp is tried there alone, anchored (at, which stops
+// where a match can no longer go on), instead of scanning the whole text
+// (the scans of Jira comments, where "by" and "please" are everywhere,
+// were most of routing's cost). Other text is scanned whole ((?i) folds a
+// few non-ASCII letters to ASCII ones).
 type keywords struct {
 	re    *regexp.Regexp
+	at    *regexp.Regexp // re anchored at the start
 	words []string
 }
 
-func (k keywords) may(s string) bool {
+func newKeywords(expr string, words ...string) keywords {
+	return keywords{re: regexp.MustCompile(expr), at: regexp.MustCompile(`^(?:` + expr + `)`), words: words}
+}
+
+// ascii reports whether s is all ASCII.
+func ascii(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
-			return true
+			return false
 		}
 	}
+	return true
+}
+
+// wordByte: what \b counts as a word character.
+func wordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// starts returns, in order, where in the ASCII text s one of k's words
+// starts after a word boundary.
+func (k keywords) starts(s string) []int {
 	lower := strings.ToLower(s)
+	var at []int
 	for _, w := range k.words {
-		if strings.Contains(lower, w) {
-			return true
+		for i := 0; ; {
+			j := strings.Index(lower[i:], w)
+			if j < 0 {
+				break
+			}
+			p := i + j
+			if p == 0 || !wordByte(s[p-1]) {
+				at = append(at, p)
+			}
+			i = p + 1
 		}
 	}
-	return false
+	slices.Sort(at)
+	return slices.Compact(at)
+}
+
+// find returns up to n matches (n < 0: all) in s, left to right, as the
+// regexp's FindAllStringIndex does.
+func (k keywords) find(s string, n int) [][2]int {
+	if !ascii(s) {
+		var out [][2]int
+		for _, m := range k.re.FindAllStringIndex(s, n) {
+			out = append(out, [2]int{m[0], m[1]})
+		}
+		return out
+	}
+	var out [][2]int
+	end := 0
+	for _, p := range k.starts(s) {
+		if n >= 0 && len(out) == n {
+			break
+		}
+		if p < end {
+			continue
+		}
+		if m := k.at.FindStringIndex(s[p:]); m != nil {
+			out = append(out, [2]int{p, p + m[1]})
+			end = p + m[1]
+		}
+	}
+	return out
 }
 
 // MatchString reports whether s holds a match.
-func (k keywords) MatchString(s string) bool { return k.may(s) && k.re.MatchString(s) }
+func (k keywords) MatchString(s string) bool { return len(k.find(s, 1)) > 0 }
 
 // FindString returns the first match in s, "" when none.
 func (k keywords) FindString(s string) string {
-	if !k.may(s) {
-		return ""
+	if m := k.find(s, 1); len(m) > 0 {
+		return s[m[0][0]:m[0][1]]
 	}
-	return k.re.FindString(s)
+	return ""
 }
 
 // FindAllString returns up to n matches in s (n < 0: all).
 func (k keywords) FindAllString(s string, n int) []string {
-	if !k.may(s) {
-		return nil
+	var out []string
+	for _, m := range k.find(s, n) {
+		out = append(out, s[m[0]:m[1]])
 	}
-	return k.re.FindAllString(s, n)
+	return out
 }
 
 // Route decides, by rules, whether the document needs the executor: a
