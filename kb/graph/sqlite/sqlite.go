@@ -72,6 +72,47 @@ CREATE INDEX edge_evidence_chunk ON edge_evidence (client, chunk_id);
 `,
 	// 2: a generation per client, moved by every write (adjacency.go).
 	`CREATE TABLE generations (client TEXT PRIMARY KEY, gen INTEGER NOT NULL) STRICT;`,
+	// 3: nodes and edges in rowid tables, their keys in a unique index. A
+	// WITHOUT ROWID table keeps whole rows in its interior pages; rows of
+	// a few hundred bytes (props, link URLs in keys) left it a few per
+	// page, and each key inserted at random rewrote several pages, and
+	// its secondary indexes carried the whole key as the row's locator.
+	`
+CREATE TABLE nodes_by_rowid (
+	client     TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	props      TEXT NOT NULL DEFAULT '{}',
+	first_seen INTEGER NOT NULL,
+	last_seen  INTEGER NOT NULL,
+	UNIQUE (client, key)
+) STRICT;
+INSERT INTO nodes_by_rowid (client, key, type, props, first_seen, last_seen)
+	SELECT client, key, type, props, first_seen, last_seen FROM nodes ORDER BY client, key;
+DROP TABLE nodes;
+ALTER TABLE nodes_by_rowid RENAME TO nodes;
+CREATE INDEX nodes_type ON nodes (client, type);
+
+CREATE TABLE edges_by_rowid (
+	client     TEXT NOT NULL,
+	key        TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	from_key   TEXT NOT NULL,
+	to_key     TEXT NOT NULL,
+	props      TEXT NOT NULL DEFAULT '{}',
+	confidence REAL NOT NULL,
+	origin     TEXT NOT NULL,
+	first_seen INTEGER NOT NULL,
+	last_seen  INTEGER NOT NULL,
+	UNIQUE (client, key)
+) STRICT;
+INSERT INTO edges_by_rowid (client, key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen)
+	SELECT client, key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen FROM edges ORDER BY client, key;
+DROP TABLE edges;
+ALTER TABLE edges_by_rowid RENAME TO edges;
+CREATE INDEX edges_from ON edges (client, from_key, type);
+CREATE INDEX edges_to ON edges (client, to_key, type);
+`,
 }
 
 // Store holds every client's graph in one database.
