@@ -155,7 +155,12 @@ type Config struct {
 	// this many jobs in one HandleBatch call; Concurrency then counts
 	// calls running at once, and JobTimeout holds for a call. Default 1:
 	// one Handle per job.
-	BatchJobs       int
+	BatchJobs int
+	// MaxBatchJobs, above BatchJobs, lets a backlog make batches larger:
+	// a batch claim that came back full doubles the next one, up to this
+	// many jobs, and one that did not goes back to BatchJobs (the express
+	// slot always claims BatchJobs). Default BatchJobs.
+	MaxBatchJobs    int
 	LeaseFor        time.Duration // lease length (default 1m)
 	HeartbeatEvery  time.Duration // lease renewal period (default LeaseFor/3)
 	PollInterval    time.Duration // idle claim period (default 1s)
@@ -181,6 +186,7 @@ func (c Config) WithDefaults() Config {
 	c.Concurrency = cmp.Or(c.Concurrency, 4)
 	c.BatchSize = cmp.Or(c.BatchSize, c.Concurrency)
 	c.BatchJobs = cmp.Or(c.BatchJobs, 1)
+	c.MaxBatchJobs = max(c.MaxBatchJobs, c.BatchJobs)
 	c.LeaseFor = cmp.Or(c.LeaseFor, time.Minute)
 	c.HeartbeatEvery = cmp.Or(c.HeartbeatEvery, c.LeaseFor/3)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
@@ -264,7 +270,7 @@ func New[T any](q Queue[T], h Handler[T], cfg Config) (*Worker[T], error) {
 		slots:   make(chan struct{}, cfg.Concurrency),
 		express: make(chan struct{}, 1),
 		freed:   make(chan struct{}, 1),
-		acks:    make(chan Ack, cfg.Concurrency*cfg.BatchJobs),
+		acks:    make(chan Ack, cfg.Concurrency*cfg.MaxBatchJobs),
 		running: map[string]context.CancelCauseFunc{},
 	}
 	if bh, ok := h.(BatchHandler[T]); ok && cfg.BatchJobs > 1 {
@@ -357,6 +363,7 @@ func (w *Worker[T]) loop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 	defer rescueTick.Stop()
 	w.rescue(ctx)
 	failures := 0
+	batch := w.cfg.BatchJobs // the next batch claim's size: grows with a backlog
 	for ctx.Err() == nil {
 		free := w.cfg.Concurrency - len(w.slots)
 		if free == 0 {
@@ -372,7 +379,7 @@ func (w *Worker[T]) loop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 		}
 		limit := min(free, w.cfg.BatchSize)
 		if w.batches != nil {
-			limit = w.cfg.BatchJobs // one batch per claim
+			limit = batch // one batch per claim
 		}
 		claimed, err := w.queue.Claim(ctx, w.cfg.Owner, limit, w.cfg.LeaseFor)
 		if err != nil {
@@ -386,6 +393,12 @@ func (w *Worker[T]) loop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 			continue
 		}
 		failures = 0
+		if w.batches != nil {
+			batch = w.cfg.BatchJobs
+			if len(claimed) == limit {
+				batch = min(2*limit, w.cfg.MaxBatchJobs)
+			}
+		}
 		select {
 		case <-w.urgent: // this claim took the highest priorities first
 		default:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -538,6 +539,42 @@ func TestBatchesHandleManyJobsPerCallEachWithItsOutcome(t *testing.T) {
 	}
 	if gpu, _ := s.GetTask(t.Context(), "acme", store.TaskID("doc-9", store.KindData, "")); gpu.State != store.TaskReadyForGPU {
 		t.Errorf("doc-9: %s", gpu.State)
+	}
+}
+
+// With MaxBatchJobs, a backlog grows the batches: each claim that came back
+// full doubles the next, up to MaxBatchJobs; once a claim comes back short
+// they are BatchJobs again.
+func TestBacklogGrowsBatches(t *testing.T) {
+	s := openStore(t, "")
+	enqueue(t, s, 500, "backlog")
+	b := &batcher{f: func(j worker.Job[store.Task]) (worker.Result, error) { return worker.Result{}, nil }}
+	cfg := fastConfig("grows")
+	cfg.Concurrency, cfg.BatchJobs, cfg.MaxBatchJobs = 1, 10, 40
+	w, err := worker.New(store.TaskQueue{Tasks: s, Stage: store.StageQualify}, b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	runUntil(t, func() bool {
+		done := stats(t, s).Tasks["DONE"]
+		if done == 500 && sizes == nil { // the backlog is done: a few more come
+			b.mu.Lock()
+			sizes = slices.Clone(b.sizes)
+			b.sizes = nil
+			b.mu.Unlock()
+			enqueue(t, s, 25, "later")
+		}
+		return done == 525
+	}, w)
+	// 10 + 20 + 40×11 = 470, then the last 30 in a claim of 40.
+	if want := append([]int{10, 20}, append(slices.Repeat([]int{40}, 11), 30)...); !slices.Equal(sizes, want) {
+		t.Fatalf("batches of %v, want %v", sizes, want)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if want := []int{10, 15}; !slices.Equal(b.sizes, want) {
+		t.Fatalf("after the backlog, batches of %v, want %v (back to 10, then 20)", b.sizes, want)
 	}
 }
 
