@@ -48,7 +48,8 @@ func TestKeywordsFindWhatTheirRegexpsFind(t *testing.T) {
 }
 
 // The same on random texts made of the regexps' words, parts of them,
-// other words, digits, spaces and punctuation, in random case: where the
+// other words, digits, spaces, punctuation and non-ASCII letters (those
+// that fold to ASCII ones too), in random case: where the
 // words start, end and touch one another is where an anchored search
 // could differ from a scan.
 func TestKeywordsFindWhatTheirRegexpsFindOnRandomTexts(t *testing.T) {
@@ -56,7 +57,8 @@ func TestKeywordsFindWhatTheirRegexpsFindOnRandomTexts(t *testing.T) {
 		"eod", "3", "12", "1st", "22nd", "3rd", "4th", "could you", "can you", "would", "you", "please", "review", "sign", "off", "sign-off",
 		"sign off", "approve", "approval", "approv", "take a look", "let me know", "decide", "decision", "need your", "disagree", "priority",
 		"fyi", "no action needed", "for your information", "newsletter", "notice", "standby", "maybe", "due_", "x", "_", "9",
-		" ", " ", " ", "  ", "\n", "\t", ".", ",", "-", ":", "?", "(", ")", "'"}
+		" ", " ", " ", "  ", "\n", "\t", ".", ",", "-", ":", "?", "(", ")", "'",
+		"é", "—", "\u00a0", "İ", "ß", "Ω", "\u212a", "\u017f", "pleaſe", "\u212aeep", "日本"}
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 20000 {
 		var b strings.Builder
@@ -80,6 +82,19 @@ func TestKeywordsFindWhatTheirRegexpsFindOnRandomTexts(t *testing.T) {
 			if got, want := k.FindString(s), k.re.FindString(s); got != want {
 				t.Fatalf("%s on %q: %q, the regexp alone %q", k.re, s, got, want)
 			}
+		}
+	}
+}
+
+// BenchmarkRouteKeywords: the four keyword regexps over a Jira-like comment
+// thread (non-ASCII punctuation in it), as routing and the summary run them.
+func BenchmarkRouteKeywords(b *testing.B) {
+	text := strings.Repeat("Comment by cbarber (2015-11-18T00:49:48.000+0000): Have you tried building a module — with {{ti build}}? "+
+		"I’m running {{ant}} from the android folder and it fails by default; see the log below.\n", 30)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		for _, k := range []keywords{requestRE, deadlineRE, decisionRE, fyiRE} {
+			k.FindString(text)
 		}
 	}
 }

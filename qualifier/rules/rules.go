@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
@@ -57,13 +56,14 @@ var (
 )
 
 // keywords is a case-insensitive regexp that starts with \b and whose
-// every match starts with one of words (lower case, ASCII). In an ASCII
-// text a match can start only where one of them does, after a word
-// boundary: the regexp is tried there alone, anchored (at, which stops
-// where a match can no longer go on), instead of scanning the whole text
-// (the scans of Jira comments, where "by" and "please" are everywhere,
-// were most of routing's cost). Other text is scanned whole ((?i) folds a
-// few non-ASCII letters to ASCII ones).
+// every match starts with one of words (lower case, ASCII). A match can
+// start only where one of them does, after a word boundary: the regexp is
+// tried there alone, anchored (at, which stops where a match can no longer
+// go on), instead of scanning the whole text (the scans of Jira comments,
+// where "by" and "please" are everywhere, were most of routing's cost).
+// Only a text holding one of the two letters (?i) folds to ASCII ones —
+// ſ (s) and the Kelvin sign (k) — is scanned whole; any other non-ASCII
+// letter is a non-word character to \b, as to the regexp.
 type keywords struct {
 	re    *regexp.Regexp
 	at    *regexp.Regexp // re anchored at the start
@@ -74,25 +74,31 @@ func newKeywords(expr string, words ...string) keywords {
 	return keywords{re: regexp.MustCompile(expr), at: regexp.MustCompile(`^(?:` + expr + `)`), words: words}
 }
 
-// ascii reports whether s is all ASCII.
-func ascii(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
+// foldsToASCII reports whether s holds a letter that (?i) matches to an
+// ASCII one (unicode.SimpleFold: there are two).
+func foldsToASCII(s string) bool { return strings.ContainsAny(s, "\u017f\u212a") }
+
+// asciiLower lowers s's ASCII letters only, so that byte offsets stay.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
 		}
 	}
-	return true
+	return string(b)
 }
 
-// wordByte: what \b counts as a word character.
+// wordByte: what \b counts as a word character (a byte of a non-ASCII
+// letter is not one).
 func wordByte(c byte) bool {
 	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
-// starts returns, in order, where in the ASCII text s one of k's words
-// starts after a word boundary.
+// starts returns, in order, where in s one of k's words starts after a
+// word boundary.
 func (k keywords) starts(s string) []int {
-	lower := strings.ToLower(s)
+	lower := asciiLower(s)
 	var at []int
 	for _, w := range k.words {
 		for i := 0; ; {
@@ -114,7 +120,7 @@ func (k keywords) starts(s string) []int {
 // find returns up to n matches (n < 0: all) in s, left to right, as the
 // regexp's FindAllStringIndex does.
 func (k keywords) find(s string, n int) [][2]int {
-	if !ascii(s) {
+	if foldsToASCII(s) {
 		var out [][2]int
 		for _, m := range k.re.FindAllStringIndex(s, n) {
 			out = append(out, [2]int{m[0], m[1]})
