@@ -9,9 +9,10 @@ import (
 	"github.com/jervis-dev/jervis/kb/graph"
 )
 
-// A graph written before nodes and edges moved to rowid tables (migration
-// 3) opens with every node, edge, prop and evidence row as it was, and
-// upserts merge into them as before.
+// A graph written before nodes and edges moved to rowid tables (migrations
+// 3 and 4) opens with every node, edge, prop and evidence row as it was,
+// upserts merge into them as before, and the adjacency's load still reads
+// an index alone.
 func TestRowidMigrationKeepsTheGraph(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -49,6 +50,24 @@ func TestRowidMigrationKeepsTheGraph(t *testing.T) {
 		if err := s.db.QueryRow(ctx, `SELECT sql FROM sqlite_schema WHERE name = ?`, table).Scan(&ddl); err != nil || strings.Contains(ddl, "WITHOUT ROWID") {
 			t.Fatalf("%s after the migration (%v): %s", table, err, ddl)
 		}
+	}
+	// Loading a client's adjacency reads one index, not each edge's row.
+	rows, err := s.db.R.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT type, from_key, to_key FROM edges WHERE client = ?`, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan += detail + "; "
+	}
+	rows.Close()
+	if !strings.Contains(plan, "COVERING INDEX") {
+		t.Fatalf("the adjacency's edges are read by %q, not a covering index", plan)
 	}
 	g := s.For("acme")
 	ann, err := g.Node(ctx, "person:ann")

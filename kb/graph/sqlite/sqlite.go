@@ -113,6 +113,12 @@ ALTER TABLE edges_by_rowid RENAME TO edges;
 CREATE INDEX edges_from ON edges (client, from_key, type);
 CREATE INDEX edges_to ON edges (client, to_key, type);
 `,
+	// 4: edges_from holds to_key too, so that loading a client's adjacency
+	// (type, from_key, to_key of every edge: adjacency.go) reads the index
+	// alone, as it read the WITHOUT ROWID table, instead of looking each
+	// edge up by rowid (at 732,000 edges 1.4 s became 2.4 s).
+	`DROP INDEX edges_from;
+CREATE INDEX edges_from ON edges (client, from_key, type, to_key);`,
 }
 
 // Store holds every client's graph in one database.
