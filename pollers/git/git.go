@@ -24,12 +24,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/internal/store"
@@ -150,6 +153,22 @@ func (s *Source) open(ctx context.Context) (*gogit.Repository, error) {
 	return repo, nil
 }
 
+// reading opens the repository at dir again to read it, its pack files
+// kept open until done is called. go-git's default storage opens a pack
+// file again for every object it reads (a fifth of a bundle's import, the
+// commits' diffs reading many objects each).
+func reading(dir string) (repo *gogit.Repository, done func(), err error) {
+	if fi, err := os.Stat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
+		dir = filepath.Join(dir, ".git") // a repository with a work tree
+	}
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+	if repo, err = gogit.Open(st, nil); err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("git: open %s: %w", dir, err)
+	}
+	return repo, func() { st.Close() }, nil
+}
+
 // Poll implements pollers.Source. The cursor maps each branch to the last
 // head taken.
 func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
@@ -159,10 +178,14 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 			return pollers.Batch{}, fmt.Errorf("git: cursor: %w", err)
 		}
 	}
-	repo, err := s.open(ctx)
+	if _, err := s.open(ctx); err != nil {
+		return pollers.Batch{}, err
+	}
+	repo, done, err := reading(s.cfg.Dir)
 	if err != nil {
 		return pollers.Batch{}, err
 	}
+	defer done()
 	branches := s.cfg.Branches
 	if len(branches) == 0 {
 		refs, err := repo.References()

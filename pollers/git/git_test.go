@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,5 +250,29 @@ func TestSkewedCommitTimesLoseNothingAcrossPages(t *testing.T) {
 	titles, _ := poll(t, src, "")
 	if want := []string{"First", "Second, committed with a clock behind", "Third", "branch master"}; !slices.Equal(titles, want) {
 		t.Fatalf("got %q, want %q", titles, want)
+	}
+}
+
+// A poll reads the clone with its pack files kept open, and closes them
+// when it returns: none is left open between polls.
+func TestPollLeavesNoPackFileOpen(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd to count open files with")
+	}
+	r := branchedRepo(t)
+	clone := filepath.Join(t.TempDir(), "clone")
+	src, err := git.New(git.Config{URL: r.dir, Dir: clone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	titles, _ := poll(t, src, "")
+	if len(titles) < 3 {
+		t.Fatalf("polled %q", titles)
+	}
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, clone) {
+			t.Errorf("%s is still open after the poll", target)
+		}
 	}
 }
