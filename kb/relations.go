@@ -58,6 +58,72 @@ var (
 	mentionRE = regexp.MustCompile(`(?:^|[^\w:/.@-])([a-z][a-z0-9_]{1,31}):([\p{L}\p{N}][^\s"'` + "`" + `<>()\[\]{},;|]*)`)
 )
 
+// mentionSpans finds mentionRE's matches in line, as its
+// FindAllStringSubmatchIndex does, by looking only at each colon (the
+// regexp's scan of every line with one was most of ParseRelations' cost):
+// [namespace start, namespace end, value start, value end] for each. A
+// namespace is the whole run of word characters before its colon (what
+// precedes it may not be one), so it is found by walking back from there.
+func mentionSpans(line string) [][4]int {
+	var out [][4]int
+	end := 0 // where the previous match ended: the next may not start before
+	for i := strings.IndexByte(line, ':'); i >= 0; {
+		if m, ok := mentionAt(line, i, end); ok {
+			out = append(out, m)
+			end = m[3]
+		}
+		next := strings.IndexByte(line[i+1:], ':')
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return out
+}
+
+// mentionAt matches mentionRE with its colon at i, starting at end or
+// later.
+func mentionAt(line string, i, end int) ([4]int, bool) {
+	j := i
+	for j > 0 && mentionNamespaceByte(line[j-1]) {
+		j--
+	}
+	n := i - j
+	switch {
+	case n < 2 || n > 32 || line[j] < 'a' || line[j] > 'z':
+		return [4]int{}, false
+	case j == 0 && end > 0: // ^ is the line's start only
+		return [4]int{}, false
+	case j > 0 && (j-1 < end || mentionPrefixRefused(line[j-1])):
+		return [4]int{}, false
+	}
+	r, w := utf8.DecodeRuneInString(line[i+1:])
+	if !unicode.IsLetter(r) && !unicode.IsNumber(r) {
+		return [4]int{}, false
+	}
+	k := i + 1 + w
+	for k < len(line) && !mentionValueEnd(line[k]) {
+		k++
+	}
+	return [4]int{j, i, i + 1, k}, true
+}
+
+// mentionNamespaceByte: [a-z0-9_]. A namespace's run of them may follow
+// no other word character (\w), so an upper-case letter before the colon
+// is no namespace.
+func mentionNamespaceByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_'
+}
+
+// mentionPrefixRefused: what may not come before a namespace, [\w:/.@-]
+// (a byte of a non-ASCII rune never is).
+func mentionPrefixRefused(c byte) bool {
+	return 'A' <= c && c <= 'Z' || mentionNamespaceByte(c) || strings.IndexByte(":/.@-", c) >= 0
+}
+
+// mentionValueEnd: what ends a value, [\s"'`<>()\[\]{},;|] (\s is ASCII's).
+func mentionValueEnd(c byte) bool { return strings.IndexByte("\t\n\f\r \"'`<>()[]{},;|", c) >= 0 }
+
 func startsWithWord(s string) bool {
 	r, _ := utf8.DecodeRuneInString(s)
 	return unicode.IsLetter(r) || unicode.IsNumber(r)
@@ -123,11 +189,11 @@ func ParseRelations(text string, main Ref) (rels []Found, mentions []Mention) {
 		if !strings.Contains(line, ":") {
 			continue
 		}
-		for _, m := range mentionRE.FindAllStringSubmatchIndex(line, -1) {
-			if overlaps(covered, m[2], m[5]) || notNamespace(line[m[2]:m[3]]) {
+		for _, m := range mentionSpans(line) {
+			if overlaps(covered, m[0], m[3]) || notNamespace(line[m[0]:m[1]]) {
 				continue
 			}
-			ref, err := NewRef(line[m[2]:m[3]], mentionValue(line[m[4]:m[5]]))
+			ref, err := NewRef(line[m[0]:m[1]], mentionValue(line[m[2]:m[3]]))
 			if err != nil {
 				continue
 			}

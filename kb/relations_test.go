@@ -142,3 +142,15 @@ func TestEdgeType(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseRelations: a Jira-like comment thread (a colon on every
+// line, a few mentions and relationship lines).
+func BenchmarkParseRelations(b *testing.B) {
+	text := strings.Repeat("Comment by cbarber (2015-11-18T00:49:48.000+0000): Have you tried building it with {{ti build}}? See jira:TIMOB-20011 and https://github.com/appcelerator/titanium_mobile/pull/7472.\n"+
+		"Expected Result: the build fails — TIMOB-20012 -> blocks -> TIMOB-20013\n", 30)
+	main, _ := kb.ParseRef("jira:timob-20000")
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		kb.ParseRelations(text, main)
+	}
+}
