@@ -27,6 +27,13 @@ const (
 	sqlTransitionDocument  = `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ?, priority = ? WHERE id = ?`
 )
 
+// sqlDocumentStateByID reads a document without its content (raw and
+// normalized, empty): what a transition checks and changes. Decoding the
+// normalized JSON of every document an indexer acknowledged was most of a
+// transition's time, in the store's one writer.
+const sqlDocumentStateByID = `SELECT id, client, source_type, connection, external_id, version, content_hash, NULL, '{}',
+	observed_at, state, lease_owner, lease_until, attempts, max_attempts, run_after, error, updated_at, priority FROM documents WHERE id = ?`
+
 type scanner interface{ Scan(dest ...any) error }
 
 func scanDocument(row scanner) (store.Document, error) {
@@ -233,7 +240,7 @@ func (s *Store) TransitionDocuments(ctx context.Context, ts []store.DocumentTran
 }
 
 func transitionDocument(ctx context.Context, tx sqlitedb.Tx, t store.DocumentTransition, now time.Time) error {
-	ds, err := queryDocuments(ctx, tx, sqlDocumentByID, t.ID)
+	ds, err := queryDocuments(ctx, tx, sqlDocumentStateByID, t.ID)
 	if err != nil {
 		return err
 	}

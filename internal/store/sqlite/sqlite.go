@@ -42,7 +42,7 @@ var _ store.Store = (*Store)(nil)
 // re-preparing them per call cost a fifth of the pipeline's CPU.
 var hot = []string{
 	sqlInsertEvent, sqlClaimTasks, sqlClaimTaskUpdate, sqlTaskByID, sqlTransitionTask,
-	sqlClaimDocuments, sqlClaimDocumentUpdate, sqlDocumentByID, sqlTransitionDocument,
+	sqlClaimDocuments, sqlClaimDocumentUpdate, sqlDocumentByID, sqlDocumentStateByID, sqlTransitionDocument,
 	sqlEnqueueTask, sqlNextVersion, sqlInsertDocument,
 }
 

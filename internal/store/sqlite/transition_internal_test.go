@@ -1,0 +1,44 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
+	"github.com/jervis-dev/jervis/internal/store"
+)
+
+// A transition reads a document's state, not its content: a document whose
+// stored content no longer decodes is still quarantined by the indexer
+// holding it, and its content is left as it was.
+func TestTransitionReadsNoContent(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "jervis.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d, _, err := s.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: "m1", Raw: []byte("raw"),
+		Normalized: store.Normalized{Title: "t", Body: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.db.Write(ctx, "break it", func(tx sqlitedb.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE documents SET state = ?, lease_owner = 'ix', normalized = '{not json' WHERE id = ?`, store.DocIndexing, d.ID)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &store.ErrorInfo{Class: "unreadable", Message: "its stored content does not decode"}
+	if err := s.TransitionDocuments(ctx, []store.DocumentTransition{{ID: d.ID, From: store.DocIndexing, To: store.DocQuarantined, Owner: "ix", Error: bad}}); err != nil {
+		t.Fatalf("quarantine: %v", err)
+	}
+	var state, normalized string
+	if err := s.db.QueryRow(ctx, `SELECT state, normalized FROM documents WHERE id = ?`, d.ID).Scan(&state, &normalized); err != nil {
+		t.Fatal(err)
+	}
+	if state != string(store.DocQuarantined) || normalized != "{not json" {
+		t.Fatalf("state %s, content %q after the transition", state, normalized)
+	}
+}
