@@ -126,37 +126,42 @@ func (s *Source) auth() transport.AuthMethod {
 	return &githttp.BasicAuth{Username: cmp.Or(s.cfg.Username, "git"), Password: s.cfg.Token}
 }
 
-// open clones the repository on first use and fetches it afterwards.
-func (s *Source) open(ctx context.Context) (*gogit.Repository, error) {
+// open clones the repository on first use and fetches it afterwards. It is
+// read with its pack files kept open until done is called: go-git's
+// default storage opens a pack file again for every object it reads (a
+// fifth of a bundle's import, the commits' diffs reading many objects
+// each).
+func (s *Source) open(ctx context.Context) (repo *gogit.Repository, done func(), err error) {
 	url, err := s.remote()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	repo, err := gogit.PlainOpen(s.cfg.Dir)
+	repo, done, err = reading(s.cfg.Dir)
 	if errors.Is(err, gogit.ErrRepositoryNotExists) {
 		if err := os.MkdirAll(s.cfg.Dir, 0o750); err != nil {
-			return nil, fmt.Errorf("git: %w", err)
+			return nil, nil, fmt.Errorf("git: %w", err)
 		}
-		repo, err = gogit.PlainCloneContext(ctx, s.cfg.Dir, true, &gogit.CloneOptions{URL: url, Auth: s.auth(), NoCheckout: true, Tags: gogit.NoTags})
+		_, err = gogit.PlainCloneContext(ctx, s.cfg.Dir, true, &gogit.CloneOptions{URL: url, Auth: s.auth(), NoCheckout: true, Tags: gogit.NoTags})
 		if err != nil {
 			os.RemoveAll(s.cfg.Dir)
-			return nil, fmt.Errorf("git: clone %s: %w", redact.URL(s.cfg.URL), errors.New(redact.Text(err.Error())))
+			return nil, nil, fmt.Errorf("git: clone %s: %w", redact.URL(s.cfg.URL), errors.New(redact.Text(err.Error())))
 		}
-	} else if err != nil {
-		return nil, fmt.Errorf("git: open %s: %w", s.cfg.Dir, err)
+		repo, done, err = reading(s.cfg.Dir)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("git: open %s: %w", s.cfg.Dir, err)
 	}
 	// Every branch of the remote as a local branch (a clone has HEAD's only).
 	err = repo.FetchContext(ctx, &gogit.FetchOptions{RemoteURL: url, Auth: s.auth(), RefSpecs: []config.RefSpec{"+refs/heads/*:refs/heads/*"}, Tags: gogit.NoTags, Force: true})
 	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
-		return nil, fmt.Errorf("git: fetch %s: %w", redact.URL(s.cfg.URL), errors.New(redact.Text(err.Error())))
+		done()
+		return nil, nil, fmt.Errorf("git: fetch %s: %w", redact.URL(s.cfg.URL), errors.New(redact.Text(err.Error())))
 	}
-	return repo, nil
+	return repo, done, nil
 }
 
-// reading opens the repository at dir again to read it, its pack files
-// kept open until done is called. go-git's default storage opens a pack
-// file again for every object it reads (a fifth of a bundle's import, the
-// commits' diffs reading many objects each).
+// reading opens the repository at dir (bare, or its .git) with its pack
+// files kept open until done is called.
 func reading(dir string) (repo *gogit.Repository, done func(), err error) {
 	if fi, err := os.Stat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
 		dir = filepath.Join(dir, ".git") // a repository with a work tree
@@ -164,7 +169,7 @@ func reading(dir string) (repo *gogit.Repository, done func(), err error) {
 	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
 	if repo, err = gogit.Open(st, nil); err != nil {
 		st.Close()
-		return nil, nil, fmt.Errorf("git: open %s: %w", dir, err)
+		return nil, nil, err
 	}
 	return repo, func() { st.Close() }, nil
 }
@@ -178,10 +183,7 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 			return pollers.Batch{}, fmt.Errorf("git: cursor: %w", err)
 		}
 	}
-	if _, err := s.open(ctx); err != nil {
-		return pollers.Batch{}, err
-	}
-	repo, done, err := reading(s.cfg.Dir)
+	repo, done, err := s.open(ctx)
 	if err != nil {
 		return pollers.Batch{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -256,8 +257,8 @@ func TestSkewedCommitTimesLoseNothingAcrossPages(t *testing.T) {
 // A poll reads the clone with its pack files kept open, and closes them
 // when it returns: none is left open between polls.
 func TestPollLeavesNoPackFileOpen(t *testing.T) {
-	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skip("no /proc/self/fd to count open files with")
+	if runtime.GOOS != "linux" {
+		t.Skip("counts open files in /proc/self/fd, which only Linux has (CI runs on Linux)")
 	}
 	r := branchedRepo(t)
 	clone := filepath.Join(t.TempDir(), "clone")
