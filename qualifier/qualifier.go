@@ -201,12 +201,7 @@ func (q *Qualifier) lookups() *lookups {
 // shape is doc's shape (its kind's reading of its metadata: a JSON
 // decoding, which each of a Jira issue's link tasks repeated).
 func (l *lookups) shape(doc store.Document) pollers.Shape {
-	k := [2]string{doc.Client, doc.ID}
-	if s, ok := l.shapes[k]; ok {
-		return s
-	}
-	s := l.q.cfg.Kinds.Shape(doc)
-	l.shapes[k] = s
+	s, _ := remember(l.shapes, [2]string{doc.Client, doc.ID}, func() (pollers.Shape, error) { return l.q.cfg.Kinds.Shape(doc), nil })
 	return s
 }
 

@@ -31,8 +31,7 @@ const (
 // normalized, empty): what a transition checks and changes. Decoding the
 // normalized JSON of every document an indexer acknowledged was most of a
 // transition's time, in the store's one writer.
-const sqlDocumentStateByID = `SELECT id, client, source_type, connection, external_id, version, content_hash, NULL, '{}',
-	observed_at, state, lease_owner, lease_until, attempts, max_attempts, run_after, error, updated_at, priority FROM documents WHERE id = ?`
+var sqlDocumentStateByID = `SELECT ` + strings.Replace(docColumns, "raw, normalized", "NULL, '{}'", 1) + ` FROM documents WHERE id = ?`
 
 type scanner interface{ Scan(dest ...any) error }
 
