@@ -68,26 +68,23 @@ type keywords struct {
 	re    *regexp.Regexp
 	at    *regexp.Regexp // re anchored at the start
 	words []string
+	first *[256]bool // the words' first letters, in either case
 }
 
 func newKeywords(expr string, words ...string) keywords {
-	return keywords{re: regexp.MustCompile(expr), at: regexp.MustCompile(`^(?:` + expr + `)`), words: words}
+	first := new([256]bool)
+	for _, w := range words {
+		if w == "" || w[0] < 'a' || w[0] > 'z' || strings.ToLower(w) != w {
+			panic("rules: keyword " + w + " is not lower case, from a letter")
+		}
+		first[w[0]], first[w[0]-'a'+'A'] = true, true
+	}
+	return keywords{re: regexp.MustCompile(expr), at: regexp.MustCompile(`^(?:` + expr + `)`), words: words, first: first}
 }
 
 // foldsToASCII reports whether s holds a letter that (?i) matches to an
 // ASCII one (unicode.SimpleFold: there are two).
 func foldsToASCII(s string) bool { return strings.ContainsAny(s, "\u017f\u212a") }
-
-// asciiLower lowers s's ASCII letters only, so that byte offsets stay.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
 
 // wordByte: what \b counts as a word character (a byte of a non-ASCII
 // letter is not one).
@@ -96,25 +93,39 @@ func wordByte(c byte) bool {
 }
 
 // starts returns, in order, where in s one of k's words starts after a
-// word boundary.
+// word boundary (compared in ASCII case only).
 func (k keywords) starts(s string) []int {
-	lower := asciiLower(s)
 	var at []int
-	for _, w := range k.words {
-		for i := 0; ; {
-			j := strings.Index(lower[i:], w)
-			if j < 0 {
+	for p := 0; p < len(s); p++ {
+		if !k.first[s[p]] || p > 0 && wordByte(s[p-1]) {
+			continue
+		}
+		for _, w := range k.words {
+			if hasPrefixASCIIFold(s[p:], w) {
+				at = append(at, p)
 				break
 			}
-			p := i + j
-			if p == 0 || !wordByte(s[p-1]) {
-				at = append(at, p)
-			}
-			i = p + 1
 		}
 	}
-	slices.Sort(at)
-	return slices.Compact(at)
+	return at
+}
+
+// hasPrefixASCIIFold reports whether s starts with lower (lower case,
+// ASCII), ASCII letters in any case.
+func hasPrefixASCIIFold(s, lower string) bool {
+	if len(s) < len(lower) {
+		return false
+	}
+	for i := 0; i < len(lower); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // find returns up to n matches (n < 0: all) in s, left to right, as the
