@@ -59,6 +59,7 @@ type KB struct {
 	resolver *Resolver
 	maxBytes int
 	weigh    func(string) float64 // nil: every word weighs the same
+	common   commons              // the clients' common directions (commons.go)
 }
 
 // New returns a KB.

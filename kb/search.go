@@ -174,7 +174,9 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 		if err != nil {
 			return pack, fmt.Errorf("embed query: %w", err)
 		}
-		q.Vector = vs[0]
+		if q.Vector, err = k.queryVector(ctx, req.Client, vs[0]); err != nil {
+			return pack, fmt.Errorf("embed query: %w", err)
+		}
 	}
 	t = lap("embed", t)
 	hits, err := k.chunks.For(req.Client).Hybrid(ctx, q)

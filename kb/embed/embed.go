@@ -24,3 +24,15 @@ type WordWeigher interface {
 	// seen (a name, an identifier) weighs as its rarest.
 	WordWeight(word string) float64
 }
+
+// CommonRemover is an Embedder whose vectors share a few dominant
+// directions in any one corpus — what every text of it has in common (its
+// language, its project's vocabulary) — that say little about what a text
+// is about: averaged word vectors do. Search removes that many of the
+// client's dominant directions from a query's vector ("all but the top":
+// Arora et al.'s common component removal, Mu and Viswanath's
+// post-processing), so that a query is compared by what sets it apart.
+type CommonRemover interface {
+	// CommonComponents is how many dominant directions to remove.
+	CommonComponents() int
+}

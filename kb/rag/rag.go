@@ -187,6 +187,16 @@ type TermCounter interface {
 	DocFreqs(ctx context.Context, words []string) (counts []int, total int, err error)
 }
 
+// VectorSampler is an Index that can hand out a sample of its vectors.
+type VectorSampler interface {
+	// VectorCount is how many chunks (each with a vector) the client has,
+	// cheaply.
+	VectorCount(ctx context.Context) (int, error)
+	// SampleVectors returns up to n of the client's vectors, spread over
+	// all of them, the same ones for the same chunks.
+	SampleVectors(ctx context.Context, n int) ([][]float32, error)
+}
+
 // SourceTexter is an Index that can read a source's chunks without their
 // vectors and graph refs, cheaper than SourceChunkIDs and Get.
 type SourceTexter interface {

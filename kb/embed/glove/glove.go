@@ -57,8 +57,9 @@ type Embedder struct {
 }
 
 var (
-	_ embed.Embedder    = (*Embedder)(nil)
-	_ embed.WordWeigher = (*Embedder)(nil)
+	_ embed.Embedder      = (*Embedder)(nil)
+	_ embed.WordWeigher   = (*Embedder)(nil)
+	_ embed.CommonRemover = (*Embedder)(nil)
 )
 
 // New parses the compiled-in vectors (about 20 ms); create one per process.
@@ -130,6 +131,14 @@ func (e *Embedder) WordWeight(word string) float64 {
 	}
 	return float64(e.oovW)
 }
+
+// CommonComponents implements embed.CommonRemover: averaged word vectors
+// of one corpus share a few dominant directions. On the dev Jira corpus's
+// 148 duplicates (kb/eval, Jira alone), removing the client's first 4
+// (estimated from 2,000 of its chunks) from the query took vectors-only
+// recall@10 / MRR@10 from 0.196 / 0.093 to 0.270 / 0.135 (3 or 6: 0.264;
+// 4 estimated from every chunk: 0.277, 8: 0.264).
+func (e *Embedder) CommonComponents() int { return 4 }
 
 // Known reports whether word (lower-case) is in the vocabulary.
 func (e *Embedder) Known(word string) bool {

@@ -6,6 +6,7 @@ package ragtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -49,6 +50,7 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 		{"Texts", testTexts},
 		{"NothingWrittenYet", testEmpty},
 		{"DocFreqs", testDocFreqs},
+		{"SampleVectors", testSampleVectors},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -528,4 +530,87 @@ func testDocFreqs(t *testing.T, s rag.Store) {
 	if counts, total, err := s.For("initech").(rag.TermCounter).DocFreqs(ctx, []string{"database"}); err != nil || total != 0 || counts[0] != 0 {
 		t.Fatalf("a client with no chunks: %v of %d, %v", counts, total, err)
 	}
+}
+
+// testSampleVectors: a backend hands out a sample of a client's vectors
+// (rag.VectorSampler, which search estimates the client's common
+// directions from): this client's only, as written (within 1e-3 after
+// quantizing), at most n, the same ones in the same order whatever order
+// the chunks were written in, and all of them when n is at least their
+// count.
+func testSampleVectors(t *testing.T, s rag.Store) {
+	ctx := t.Context()
+	const n = 40
+	written := map[string][]float32{}
+	var chunks []rag.Chunk
+	for i := range n {
+		v := []float32{float32(i) + 1, float32(i%7) - 3, 0.5, float32(n - i)}
+		c := rag.Chunk{ID: fmt.Sprintf("s-%02d", i), Text: fmt.Sprintf("chunk %d", i), SourceURN: fmt.Sprintf("doc:%d", i), Vector: v}
+		chunks = append(chunks, c)
+		written[key(rag.Normalize(v))] = v
+	}
+	one := s.For("acme")
+	check(t, one.Upsert(ctx, chunks...))
+	check(t, s.For("initech").Upsert(ctx, rag.Chunk{ID: "x", Text: "other", SourceURN: "x:1", Vector: []float32{0, 0, 0, 1}}))
+	sampler, ok := one.(rag.VectorSampler)
+	if !ok {
+		t.Fatalf("%T cannot sample its vectors (rag.VectorSampler)", one)
+	}
+	if count, err := sampler.VectorCount(ctx); err != nil || count != n {
+		t.Fatalf("VectorCount = %d, %v; want %d", count, err, n)
+	}
+	all, err := sampler.SampleVectors(ctx, 100)
+	check(t, err)
+	if len(all) != n {
+		t.Fatalf("a sample of 100 of %d vectors holds %d", n, len(all))
+	}
+	seen := map[string]bool{}
+	for _, v := range all {
+		k := nearest(rag.Normalize(v), written)
+		if k == "" || seen[k] {
+			t.Fatalf("sampled %v: not one of the client's vectors, or twice", v)
+		}
+		seen[k] = true
+	}
+	some, err := sampler.SampleVectors(ctx, 10)
+	check(t, err)
+	// The same chunks written again, one at a time, last first.
+	check(t, one.Drop(ctx))
+	for i := len(chunks) - 1; i >= 0; i-- {
+		check(t, one.Upsert(ctx, chunks[i]))
+	}
+	other, err := sampler.SampleVectors(ctx, 10)
+	check(t, err)
+	if len(some) != 10 || len(other) != 10 {
+		t.Fatalf("samples of 10: %d and %d vectors", len(some), len(other))
+	}
+	for i := range some {
+		if nearest(rag.Normalize(some[i]), written) != nearest(rag.Normalize(other[i]), written) {
+			t.Fatalf("the same chunks written in another order sample differently: %v against %v", some, other)
+		}
+	}
+	if none, err := s.For("umbrella").(rag.VectorSampler).SampleVectors(ctx, 10); err != nil || len(none) != 0 {
+		t.Fatalf("a client with no chunks: %v, %v", none, err)
+	}
+}
+
+func key(v []float32) string { return fmt.Sprint(v) }
+
+// nearest is the key of the written vector v is (within 1e-3 of each
+// component, both unit length), or "".
+func nearest(v []float32, written map[string][]float32) string {
+	for k, w := range written {
+		u := rag.Normalize(w)
+		ok := true
+		for j := range u {
+			if math.Abs(float64(u[j]-v[j])) > 1e-3 {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return k
+		}
+	}
+	return ""
 }

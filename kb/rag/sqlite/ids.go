@@ -3,7 +3,9 @@ package sqlite
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"encoding/hex"
+	"hash/fnv"
 )
 
 // rowIDs is the chunk ID of each row of a client's vectors, and each ID's
@@ -141,4 +143,18 @@ func (r *rowIDs) compare(i, j int) int {
 		return bytes.Compare(r.keys[i][:], r.keys[j][:])
 	}
 	return cmp.Compare(r.id(i), r.id(j))
+}
+
+// hash is a hash of row i's ID, the same in every process: a canonical
+// UUID's first eight bytes (UUIDs made by kb.ChunkID are hashes already),
+// any other ID's FNV-1a.
+func (r *rowIDs) hash(i int) uint64 {
+	if len(r.odd) > 0 {
+		if s, ok := r.odd[int32(i)]; ok {
+			h := fnv.New64a()
+			h.Write([]byte(s))
+			return h.Sum64()
+		}
+	}
+	return binary.BigEndian.Uint64(r.keys[i][:8])
 }

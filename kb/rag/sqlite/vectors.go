@@ -785,3 +785,73 @@ func (s *Store) Preload(ctx context.Context, report func(client string, chunks i
 	}
 	return nil
 }
+
+// VectorCount implements rag.VectorSampler from the vectors in memory.
+func (x *index) VectorCount(ctx context.Context) (int, error) {
+	if x.err != nil {
+		return 0, x.err
+	}
+	v, err := x.current(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer v.mu.RUnlock()
+	return v.ids.len(), nil
+}
+
+// SampleVectors implements rag.VectorSampler: the rows whose chunk IDs
+// hash lowest (about n of them, whatever order the rows are in), in that
+// order, each from its int8 row and residual.
+func (x *index) SampleVectors(ctx context.Context, n int) ([][]float32, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	v, err := x.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.mu.RUnlock()
+	return v.sample(n), nil
+}
+
+func (v *vectors) sample(n int) [][]float32 {
+	rows := v.ids.len()
+	if n <= 0 || rows == 0 {
+		return nil
+	}
+	type pick struct {
+		h uint64
+		i int
+	}
+	picks := make([]pick, 0, min(rows, 2*n))
+	// Rows are kept when their hash is under a bound that lets about 2n
+	// through; the n lowest of them are the sample.
+	bound := uint64(math.MaxUint64)
+	if rows > 2*n {
+		bound = uint64(float64(math.MaxUint64) / float64(rows) * float64(2*n))
+	}
+	for i := range rows {
+		if h := v.ids.hash(i); h <= bound {
+			picks = append(picks, pick{h, i})
+		}
+	}
+	slices.SortFunc(picks, func(a, b pick) int {
+		return cmp.Or(cmp.Compare(a.h, b.h), v.ids.compare(a.i, b.i))
+	})
+	picks = picks[:min(n, len(picks))]
+	out := make([][]float32, len(picks))
+	for k, p := range picks {
+		out[k] = v.vector(p.i)
+	}
+	return out
+}
+
+// vector is row i's vector, from its int8 row and residual.
+func (v *vectors) vector(i int) []float32 {
+	row, res := v.q8[i*v.stride:i*v.stride+v.dim], v.r8[i*v.dim:(i+1)*v.dim]
+	out := make([]float32, v.dim)
+	for j := range out {
+		out[j] = (float32(row[j]) + float32(res[j])/residualSteps) * v.scales[i]
+	}
+	return out
+}

@@ -791,3 +791,45 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	}
 	return hits, nil
 }
+
+// VectorCount implements rag.VectorSampler: the client's chunks.
+func (x *index) VectorCount(ctx context.Context) (int, error) { return x.Count(ctx) }
+
+// SampleVectors implements rag.VectorSampler: the first n of the client's
+// objects in the order of their IDs (Weaviate's cursor), which are hashes
+// of the chunk IDs (objectID), so a spread of the whole.
+func (x *index) SampleVectors(ctx context.Context, n int) ([][]float32, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	if ok, err := x.exists(ctx); err != nil || !ok || n <= 0 {
+		return nil, err
+	}
+	q := fmt.Sprintf(`{Get{%s(tenant: %s, limit: %d, after: "00000000-0000-0000-0000-000000000000"){_additional{vector}}}}`,
+		x.s.className, quote(x.client), n)
+	resp, err := x.s.c.GraphQL().Raw().WithQuery(q).Do(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("weaviate: sample vectors: %w", err)
+	}
+	if len(resp.Errors) > 0 {
+		return nil, fmt.Errorf("weaviate: sample vectors: %s", resp.Errors[0].Message)
+	}
+	get, _ := resp.Data["Get"].(map[string]any)
+	list, _ := get[x.s.className].([]any)
+	out := make([][]float32, 0, len(list))
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		add, _ := m["_additional"].(map[string]any)
+		raw, _ := add["vector"].([]any)
+		vec := make([]float32, 0, len(raw))
+		for _, f := range raw {
+			if v, ok := f.(float64); ok {
+				vec = append(vec, float32(v))
+			}
+		}
+		if len(vec) > 0 {
+			out = append(out, vec)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,181 @@
+package kb
+
+import (
+	"context"
+	"math"
+	"sync"
+
+	"github.com/jervis-dev/jervis/kb/embed"
+	"github.com/jervis-dev/jervis/kb/rag"
+)
+
+// Common directions (embed.CommonRemover): the dominant directions of a
+// client's chunk vectors, estimated from a sample of them and removed from
+// a query's vector before the vector search. They are estimated again when
+// the client's chunks have grown or shrunk by a tenth.
+const (
+	// commonSamplePerDim and commonMinPerDim: the sample is 20 vectors per
+	// dimension (2,000 for GloVe's 100), and a client with fewer than 10
+	// chunks per dimension has no directions yet (too few to estimate
+	// them; search compares raw vectors).
+	commonSamplePerDim = 20
+	commonMinPerDim    = 10
+	// commonIterations of the power method per direction.
+	commonIterations = 100
+)
+
+// commons is what a KB knows of each client's common directions.
+type commons struct {
+	mu       sync.Mutex
+	byClient map[string]commonDirs
+}
+
+type commonDirs struct {
+	chunks int         // the client's chunks when estimated
+	dirs   [][]float64 // unit vectors; none when too few chunks
+}
+
+// queryVector returns q with the client's common directions removed (and
+// unit length again), or q itself where the embedder has none, the index
+// cannot sample its vectors or the client has too few.
+func (k *KB) queryVector(ctx context.Context, client string, q []float32) ([]float32, error) {
+	cr, ok := k.embedder.(embed.CommonRemover)
+	if !ok || cr.CommonComponents() <= 0 || len(q) == 0 {
+		return q, nil
+	}
+	sampler, ok := k.chunks.For(client).(rag.VectorSampler)
+	if !ok {
+		return q, nil
+	}
+	n, err := sampler.VectorCount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k.common.mu.Lock()
+	d, known := k.common.byClient[client]
+	k.common.mu.Unlock()
+	if !known || math.Abs(float64(n-d.chunks)) > 0.1*float64(d.chunks) {
+		d = commonDirs{chunks: n}
+		if n >= commonMinPerDim*len(q) {
+			sample, err := sampler.SampleVectors(ctx, commonSamplePerDim*len(q))
+			if err != nil {
+				return nil, err
+			}
+			d.dirs = dominantDirections(sample, len(q), cr.CommonComponents())
+		}
+		k.common.mu.Lock()
+		if k.common.byClient == nil {
+			k.common.byClient = map[string]commonDirs{}
+		}
+		k.common.byClient[client] = d
+		k.common.mu.Unlock()
+	}
+	return removeDirections(q, d.dirs), nil
+}
+
+// dominantDirections returns the k leading eigenvectors of the uncentred
+// second-moment matrix of vecs (those of dim components; others are left
+// out), by the power method with deflation: the directions along which
+// the vectors reach furthest, the first near their mean.
+func dominantDirections(vecs [][]float32, dim, k int) [][]float64 {
+	m := make([]float64, dim*dim)
+	used := 0
+	for _, v := range vecs {
+		if len(v) != dim {
+			continue
+		}
+		used++
+		for a, x := range v {
+			if x == 0 {
+				continue
+			}
+			row := m[a*dim : (a+1)*dim]
+			for b, y := range v {
+				row[b] += float64(x) * float64(y)
+			}
+		}
+	}
+	if used == 0 {
+		return nil
+	}
+	var dirs [][]float64
+	y := make([]float64, dim)
+	for c := 0; c < min(k, dim); c++ {
+		// A start with a component along every axis, the same each time.
+		x := make([]float64, dim)
+		for j := range x {
+			x[j] = 1 + float64(j%7)/7
+		}
+		orthogonalize(x, dirs)
+		if !normalize(x) {
+			break
+		}
+		for range commonIterations {
+			for a := range dim {
+				s := 0.0
+				for b, xb := range x {
+					s += m[a*dim+b] * xb
+				}
+				y[a] = s
+			}
+			orthogonalize(y, dirs)
+			if !normalize(y) {
+				return dirs // the vectors span no more directions
+			}
+			x, y = y, x
+		}
+		dirs = append(dirs, x)
+		y = make([]float64, dim)
+	}
+	return dirs
+}
+
+// orthogonalize removes from x its components along the unit vectors dirs.
+func orthogonalize(x []float64, dirs [][]float64) {
+	for _, u := range dirs {
+		p := 0.0
+		for j, uj := range u {
+			p += uj * x[j]
+		}
+		for j, uj := range u {
+			x[j] -= p * uj
+		}
+	}
+}
+
+// normalize scales x to unit length; false when it is (about) zero.
+func normalize(x []float64) bool {
+	n := 0.0
+	for _, v := range x {
+		n += v * v
+	}
+	if n < 1e-24 {
+		return false
+	}
+	n = math.Sqrt(n)
+	for j := range x {
+		x[j] /= n
+	}
+	return true
+}
+
+// removeDirections returns q less its components along dirs, unit length;
+// q itself when nothing is left of it.
+func removeDirections(q []float32, dirs [][]float64) []float32 {
+	if len(dirs) == 0 {
+		return q
+	}
+	x := make([]float64, len(q))
+	for j, v := range q {
+		x[j] = float64(v)
+	}
+	orthogonalize(x, dirs)
+	if !normalize(x) {
+		return q
+	}
+	out := make([]float32, len(q))
+	for j, v := range x {
+		out[j] = float32(v)
+	}
+	return out
+}
