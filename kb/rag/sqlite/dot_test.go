@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jervis-dev/jervis/kb/benchcorpus"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
@@ -208,9 +210,10 @@ func TestSelectBest(t *testing.T) {
 	}
 }
 
-// A document's chunks share one metadata entry, and chunks naming the same
-// refs one ref set; replacing or removing rows frees entries nobody uses,
-// and each row still reads its own.
+// A document's chunks share one metadata entry (and the entries of its
+// kinds one copy of its strings), and chunks
+// naming the same refs one ref set; replacing or removing rows frees
+// entries nobody uses, and each row still reads its own.
 func TestRowsShareTheirMetadata(t *testing.T) {
 	t.Parallel()
 	var v vectors
@@ -254,6 +257,15 @@ func TestRowsShareTheirMetadata(t *testing.T) {
 	want("after removals", 2, 2)
 	if m, d := v.meta(v.row("c0")), v.meta(v.row("d0")); m.GraphRefs[1] != "person:x" || m.SourceURN != "urn:a" || d.SourceURN != "urn:d" || len(d.GraphRefs) != 0 {
 		t.Fatalf("after removals: c0 %+v, d0 %+v", m, d)
+	}
+	// Another kind of the same document: an entry of its own, the same
+	// strings.
+	other := doc("e0", strings.Clone("urn:a"), "issue:A-1")
+	other.Kind, other.NodeKey = "attachment", strings.Clone(other.NodeKey)
+	v.put(other, vec, 10, 1, nil)
+	if e0, c0 := v.meta(v.row("e0")), v.meta(v.row("c0")); unsafe.StringData(e0.SourceURN) != unsafe.StringData(c0.SourceURN) ||
+		unsafe.StringData(e0.NodeKey) != unsafe.StringData(c0.NodeKey) {
+		t.Fatal("two entries of one document hold copies of its source URN and node key of their own")
 	}
 }
 

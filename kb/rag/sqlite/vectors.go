@@ -141,13 +141,21 @@ func newRefSets() shared[[]string] {
 }
 
 // addMeta counts row metadata c in the shared tables and returns its
-// entries. A new ref set's strings are interned: every set naming a node
-// shares one copy of its key.
+// entries. A new entry's strings are interned: every ref set naming a node
+// shares one copy of its key, and every entry naming a document or node
+// one copy of its source URN and key (a document's chunks of each kind and
+// time have an entry of their own; at 583,000 chunks their own copies of
+// the strings were 43 MB).
 func (v *vectors) addMeta(c rag.Chunk) (doc, refs int32) {
 	if v.docMetas.hash == nil {
 		v.docMetas, v.refSets = newDocMetas(), newRefSets()
 	}
 	doc = v.docMetas.add(docMeta{c.SourceURN, c.SourceType, c.Kind, c.NodeKey, c.Timestamp})
+	if v.docMetas.users[doc] == 1 { // new: keep interned copies
+		m := &v.docMetas.list[doc]
+		m.sourceURN, m.sourceType = unique.Make(m.sourceURN).Value(), unique.Make(m.sourceType).Value()
+		m.kind, m.nodeKey = unique.Make(m.kind).Value(), unique.Make(m.nodeKey).Value()
+	}
 	refs = v.refSets.add(c.GraphRefs)
 	if v.refSets.users[refs] == 1 { // new: keep interned copies
 		set := make([]string, len(c.GraphRefs))
