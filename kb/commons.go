@@ -78,25 +78,35 @@ func (k *KB) queryVector(ctx context.Context, client string, q []float32) ([]flo
 // out), by the power method with deflation: the directions along which
 // the vectors reach furthest, the first near their mean.
 func dominantDirections(vecs [][]float32, dim, k int) [][]float64 {
+	// The upper triangle, then mirrored: the matrix is symmetric.
 	m := make([]float64, dim*dim)
+	x64 := make([]float64, dim)
 	used := 0
 	for _, v := range vecs {
 		if len(v) != dim {
 			continue
 		}
 		used++
-		for a, x := range v {
+		for j, x := range v {
+			x64[j] = float64(x)
+		}
+		for a, x := range x64 {
 			if x == 0 {
 				continue
 			}
-			row := m[a*dim : (a+1)*dim]
-			for b, y := range v {
-				row[b] += float64(x) * float64(y)
+			row := m[a*dim+a : (a+1)*dim]
+			for b, y := range x64[a:] {
+				row[b] += x * y
 			}
 		}
 	}
 	if used == 0 {
 		return nil
+	}
+	for a := range dim {
+		for b := a + 1; b < dim; b++ {
+			m[b*dim+a] = m[a*dim+b]
+		}
 	}
 	var dirs [][]float64
 	y := make([]float64, dim)

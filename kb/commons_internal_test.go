@@ -74,3 +74,20 @@ func dot64(a, b []float64) float64 {
 	}
 	return s
 }
+
+// The estimate a search makes when the client's chunks drift by a tenth:
+// 2,000 vectors of 100 dimensions, 4 directions.
+func BenchmarkDominantDirections(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	vecs := make([][]float32, 2000)
+	for i := range vecs {
+		v := make([]float32, 100)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		vecs[i] = v
+	}
+	for b.Loop() {
+		dominantDirections(vecs, 100, 4)
+	}
+}
