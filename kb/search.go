@@ -175,7 +175,7 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 			return pack, fmt.Errorf("embed query: %w", err)
 		}
 		if q.Vector, err = k.queryVector(ctx, req.Client, vs[0]); err != nil {
-			return pack, fmt.Errorf("embed query: %w", err)
+			return pack, fmt.Errorf("the client's common directions: %w", err)
 		}
 	}
 	t = lap("embed", t)

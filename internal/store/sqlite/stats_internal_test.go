@@ -12,11 +12,7 @@ import (
 // is answered from indexes, as SQLite's own query plan says.
 func TestStatsReadIndexesOnly(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "jervis.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	for _, q := range statsQueries {
 		rows, err := s.db.Query(ctx, "EXPLAIN QUERY PLAN "+q.sql)
 		if err != nil {
@@ -41,4 +37,15 @@ func TestStatsReadIndexesOnly(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openTemp opens a store in a fresh directory, closed when the test ends.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), Options{Path: filepath.Join(t.TempDir(), "jervis.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
@@ -13,11 +12,7 @@ import (
 // holding it, and its content is left as it was.
 func TestTransitionReadsNoContent(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "jervis.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	d, _, err := s.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: "m1", Raw: []byte("raw"),
 		Normalized: store.Normalized{Title: "t", Body: "b"}})
 	if err != nil {

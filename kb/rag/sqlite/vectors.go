@@ -794,10 +794,20 @@ func (s *Store) Preload(ctx context.Context, report func(client string, chunks i
 	return nil
 }
 
-// VectorCount implements rag.VectorSampler from the vectors in memory.
+// VectorCount implements rag.VectorSampler from the vectors in memory: once
+// they are loaded, as they are, without asking the database whether
+// another process wrote since (search asks that right after, for the
+// search itself; a count one search behind serves the estimate).
 func (x *index) VectorCount(ctx context.Context) (int, error) {
 	if x.err != nil {
 		return 0, x.err
+	}
+	v := x.s.vectorsOf(x.client)
+	v.mu.RLock()
+	loaded, n := v.gen >= 0, v.ids.len()
+	v.mu.RUnlock()
+	if loaded {
+		return n, nil
 	}
 	v, err := x.current(ctx)
 	if err != nil {

@@ -379,16 +379,10 @@ func (x *index) get(ctx context.Context, args string, withVector bool) ([]row, e
 	if withVector {
 		extra += " vector"
 	}
-	q := fmt.Sprintf(`{Get{%s(tenant: %s, %s){%s _additional{%s}}}}`, x.s.className, quote(x.client), args, fields, extra)
-	resp, err := x.s.c.GraphQL().Raw().WithQuery(q).Do(ctx)
+	list, err := x.getObjects(ctx, "query", fmt.Sprintf(`%s(tenant: %s, %s){%s _additional{%s}}`, x.s.className, quote(x.client), args, fields, extra))
 	if err != nil {
-		return nil, fmt.Errorf("weaviate: query: %w", err)
+		return nil, err
 	}
-	if len(resp.Errors) > 0 {
-		return nil, fmt.Errorf("weaviate: query: %s", resp.Errors[0].Message)
-	}
-	get, _ := resp.Data["Get"].(map[string]any)
-	list, _ := get[x.s.className].([]any)
 	out := make([]row, 0, len(list))
 	for _, item := range list {
 		m, _ := item.(map[string]any)
@@ -420,16 +414,38 @@ func (x *index) get(ctx context.Context, args string, withVector bool) ([]row, e
 		if d, ok := add["distance"].(float64); ok {
 			r.distance = d
 		}
-		if vec, ok := add["vector"].([]any); ok {
-			for _, f := range vec {
-				if v, ok := f.(float64); ok {
-					c.Vector = append(c.Vector, float32(v))
-				}
-			}
-		}
+		c.Vector = vectorOf(add)
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// getObjects runs a GraphQL Get of get (the class, its arguments and
+// fields) and returns the class's objects; what names it in errors.
+func (x *index) getObjects(ctx context.Context, what, get string) ([]any, error) {
+	resp, err := x.s.c.GraphQL().Raw().WithQuery("{Get{" + get + "}}").Do(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("weaviate: %s: %w", what, err)
+	}
+	if len(resp.Errors) > 0 {
+		return nil, fmt.Errorf("weaviate: %s: %s", what, resp.Errors[0].Message)
+	}
+	data, _ := resp.Data["Get"].(map[string]any)
+	list, _ := data[x.s.className].([]any)
+	return list, nil
+}
+
+// vectorOf reads an object's vector from its _additional fields (nil when
+// it has none).
+func vectorOf(add map[string]any) []float32 {
+	raw, _ := add["vector"].([]any)
+	var vec []float32
+	for _, f := range raw {
+		if v, ok := f.(float64); ok {
+			vec = append(vec, float32(v))
+		}
+	}
+	return vec
 }
 
 func quote(s string) string {
@@ -805,29 +821,16 @@ func (x *index) SampleVectors(ctx context.Context, n int) ([][]float32, error) {
 	if ok, err := x.exists(ctx); err != nil || !ok || n <= 0 {
 		return nil, err
 	}
-	q := fmt.Sprintf(`{Get{%s(tenant: %s, limit: %d, after: "00000000-0000-0000-0000-000000000000"){_additional{vector}}}}`,
-		x.s.className, quote(x.client), n)
-	resp, err := x.s.c.GraphQL().Raw().WithQuery(q).Do(ctx)
+	list, err := x.getObjects(ctx, "sample vectors", fmt.Sprintf(`%s(tenant: %s, limit: %d, after: "00000000-0000-0000-0000-000000000000"){_additional{vector}}`,
+		x.s.className, quote(x.client), n))
 	if err != nil {
-		return nil, fmt.Errorf("weaviate: sample vectors: %w", err)
+		return nil, err
 	}
-	if len(resp.Errors) > 0 {
-		return nil, fmt.Errorf("weaviate: sample vectors: %s", resp.Errors[0].Message)
-	}
-	get, _ := resp.Data["Get"].(map[string]any)
-	list, _ := get[x.s.className].([]any)
 	out := make([][]float32, 0, len(list))
 	for _, item := range list {
 		m, _ := item.(map[string]any)
 		add, _ := m["_additional"].(map[string]any)
-		raw, _ := add["vector"].([]any)
-		vec := make([]float32, 0, len(raw))
-		for _, f := range raw {
-			if v, ok := f.(float64); ok {
-				vec = append(vec, float32(v))
-			}
-		}
-		if len(vec) > 0 {
+		if vec := vectorOf(add); len(vec) > 0 {
 			out = append(out, vec)
 		}
 	}
