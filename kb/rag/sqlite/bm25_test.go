@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -110,13 +111,9 @@ func TestBM25MatchesFTS5(t *testing.T) {
 					t.Fatal(err)
 				}
 				got, seqs := v.bm25(q, flat)
-				// Scored densely or by the rows touched, the same hits.
-				for _, dense := range []bool{false, true} {
-					if other, _ := v.score(q, flat, dense); !slices.EqualFunc(other, got, func(a, b rag.Hit) bool {
-						return a.Chunk.ID == b.Chunk.ID && a.Score == b.Score
-					}) {
-						t.Fatalf("%q limit %d, scored densely %v: %d hits, not bm25's %d", q.Text, q.Limit, dense, len(other), len(got))
-					}
+				// Pruned or every posting scored, the same hits.
+				if all, _, _ := v.score(q, flat, false); !sameHits(all, got) {
+					t.Fatalf("%q limit %d: every posting scored, %d hits, not bm25's %d", q.Text, q.Limit, len(all), len(got))
 				}
 				v.mu.RUnlock()
 				if got, err = x.withText(ctx, got, seqs); err != nil {
@@ -375,33 +372,33 @@ func TestTextTokensMatchFTS5(t *testing.T) {
 	}
 }
 
-// A term's encoded postings read back as they were added, in any order of
-// document numbers.
+// A term's encoded postings read back as they were added (in the order of
+// their document numbers, as index numbers them); a seeker finds the first
+// posting at or past a document through the blocks, and bounds a window by
+// the blocks that may hold it.
 func TestPostingListsRoundTrip(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	var l plist
 	var want []posting
+	var lens []int32
+	doc := uint32(0)
 	for range 10_000 {
-		p := posting{doc: uint32(r.IntN(1 << 31)), tf: float32(1+r.IntN(300)) * columnWeights[r.IntN(2)]}
-		if r.IntN(4) == 0 {
+		switch r.IntN(3) {
+		case 0:
+			doc++
+		case 1:
+			doc += uint32(1 + r.IntN(66)) // one byte
+		default:
+			doc += uint32(1 + r.IntN(1<<16)) // anywhere after
+		}
+		p := posting{doc: doc, tf: float32(1+r.IntN(300)) * columnWeights[r.IntN(2)]}
+		if r.IntN(4) > 0 {
 			p.tf = float32(1+r.IntN(4)) * columnWeights[r.IntN(2)] // a few occurrences: one byte
 		}
-		if len(want) > 0 {
-			// Mostly near the one before (one byte, either way: -64 … 63,
-			// and just past), as indexed; else anywhere.
-			last := int64(want[len(want)-1].doc)
-			switch d := int64(r.IntN(132)) - 66; r.IntN(3) {
-			case 0:
-				p.doc = want[len(want)-1].doc + 1
-			case 1:
-				if last+d >= 0 {
-					p.doc = uint32(last + d)
-				}
-			}
-		}
-		l.add(p)
-		want = append(want, p)
+		length := int32(1 + r.IntN(2000))
+		l.add(p, length)
+		want, lens = append(want, p), append(lens, length)
 	}
 	l.fit()
 	var got []posting
@@ -415,6 +412,183 @@ func TestPostingListsRoundTrip(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("read %d postings back, %d added, not the same", len(got), len(want))
 	}
+
+	f := func(tf float32, length int32) float64 { return float64(tf) / float64(length) }
+	// first is the index of the first posting at or past doc.
+	first := func(doc uint32) int {
+		i, _ := slices.BinarySearchFunc(want, doc, func(p posting, d uint32) int { return cmp.Compare(p.doc, d) })
+		return i
+	}
+	s := l.seek()
+	skipped := 0
+	for target := uint32(0); s.at.doc != noDoc; {
+		i := first(target)
+		before := s.c.data
+		s.advance(target)
+		if i == len(want) {
+			if s.at.doc != noDoc {
+				t.Fatalf("advance(%d): at %d, past the end", target, s.at.doc)
+			}
+			break
+		}
+		if s.at != want[i] {
+			t.Fatalf("advance(%d): at %+v, want %+v", target, s.at, want[i])
+		}
+		if s.read != i || s.block() != i/postingBlock {
+			t.Fatalf("advance(%d): posting %d in block %d, read as %d", target, i, i/postingBlock, s.block())
+		}
+		skipped += len(before) - len(s.c.data)
+		// A window from here: its bound holds every posting in it, and
+		// comes from no block past the one of the first posting after it.
+		hi := target + uint32(1+r.IntN(1<<24)) // up to 1,500 postings
+		bound := s.bound(hi, f)
+		end := first(hi)
+		for j := i; j < end; j++ {
+			if w := f(want[j].tf, lens[j]); w > bound {
+				t.Fatalf("window [%d, %d): posting %d weighs %g, over the bound %g", target, hi, j, w, bound)
+			}
+		}
+		// The most tf and the shortest row of the blocks spanned.
+		var tf float32
+		length := int32(math.MaxInt32)
+		for j := i / postingBlock * postingBlock; j < min(len(want), (end/postingBlock+1)*postingBlock); j++ {
+			tf, length = max(tf, want[j].tf), min(length, lens[j])
+		}
+		if most := f(tf, length); end > i && bound > most {
+			t.Fatalf("window [%d, %d): bound %g, over %g, the most of the blocks it spans", target, hi, bound, most)
+		}
+		target += uint32(r.IntN(1 << 20))
+	}
+	if skipped == 0 {
+		t.Fatal("no advance skipped a posting")
+	}
+}
+
+// sameHits reports whether two BM25 rankings are the same but for the
+// rounding of their sums: the same scores within 1e-12, the same chunks
+// but where two tie.
+func sameHits(a, b []rag.Hit) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-12*max(1, math.Abs(y)) }
+	for i := range a {
+		if !near(a[i].Score, b[i].Score) {
+			return false
+		}
+		tie := i > 0 && near(b[i-1].Score, b[i].Score) || i+1 < len(b) && near(b[i+1].Score, b[i].Score)
+		if a[i].Chunk.ID != b[i].Chunk.ID && !tie {
+			return false
+		}
+	}
+	return true
+}
+
+// Pruned BM25 (MaxScore over the postings' blocks) returns what scoring
+// every posting returns, on a corpus of many windows whose words are
+// common and rare (Zipf), for queries of one word to 32, cut at 10 and 200
+// chunks, filtered or not, before and after chunks are replaced and
+// deleted — and scores well under half of the postings to do it.
+func TestBM25PrunesAsIfItScoredAll(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openTemp(t)
+	x := s.For("acme").(*index)
+	r := rand.New(rand.NewPCG(7, 8))
+	vocab := make([]string, 3000)
+	for i := range vocab {
+		var b strings.Builder
+		for range 3 + r.IntN(3) {
+			b.WriteByte("bcdfgklmnprtvz"[r.IntN(14)])
+			b.WriteByte("aeiou"[r.IntN(5)])
+		}
+		vocab[i] = b.String()
+	}
+	zipf := rand.NewZipf(r, 1.1, 2, uint64(len(vocab)-1))
+	words := func(n int) string {
+		ws := make([]string, n)
+		for i := range ws {
+			ws[i] = vocab[zipf.Uint64()]
+		}
+		return strings.Join(ws, " ")
+	}
+	chunk := func(i int) rag.Chunk {
+		return rag.Chunk{ID: fmt.Sprintf("c%05d", i), Title: words(r.IntN(6)), Text: words(3 + r.IntN(150)),
+			SourceURN: fmt.Sprintf("urn:%d", i), SourceType: []string{"JIRA", "EMAIL", "GIT"}[i%3], Vector: []float32{1, float32(i)}}
+	}
+	const n = 9000
+	for lo := 0; lo < n; lo += 1000 {
+		var batch []rag.Chunk
+		for i := lo; i < lo+1000; i++ {
+			batch = append(batch, chunk(i))
+		}
+		if err := x.Upsert(ctx, batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compare := func(stage string) {
+		var pruned, all int
+		for qi := range 150 {
+			q := rag.Query{Text: words(1 + qi%32), Limit: []int{10, 200}[qi%2]}
+			if qi%5 == 0 {
+				q.Filter = rag.Filter{SourceTypes: []string{"EMAIL"}}
+			}
+			if err := q.Normalize(); err != nil {
+				t.Fatal(err)
+			}
+			tokens, err := s.tok.tokens(ctx, Terms(q.Text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var flat []string
+			for _, tok := range tokens {
+				flat = append(flat, tok...)
+			}
+			v, err := x.current(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, p := v.score(q, flat, true)
+			want, _, a := v.score(q, flat, false)
+			v.mu.RUnlock()
+			if !sameHits(got, want) {
+				t.Fatalf("%s: %q limit %d: pruned, %d hits not the %d of every posting scored", stage, q.Text, q.Limit, len(got), len(want))
+			}
+			if len(want) == 0 {
+				t.Fatalf("%s: %q: no hits", stage, q.Text)
+			}
+			pruned, all = pruned+p, all+a
+		}
+		t.Logf("%s: %d postings scored of %d", stage, pruned, all)
+		if pruned*2 > all {
+			t.Fatalf("%s: pruned BM25 scored %d postings of %d", stage, pruned, all)
+		}
+	}
+	compare("written")
+	var changed []rag.Chunk
+	for i := 0; i < n; i += 7 {
+		changed = append(changed, chunk(i))
+	}
+	if err := x.Upsert(ctx, changed...); err != nil {
+		t.Fatal(err)
+	}
+	var gone []string
+	for i := 3; i < n; i += 11 {
+		gone = append(gone, fmt.Sprintf("c%05d", i))
+	}
+	if _, err := x.Delete(ctx, gone...); err != nil {
+		t.Fatal(err)
+	}
+	v, err := x.current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := v.dead
+	v.mu.RUnlock()
+	if dead == 0 {
+		t.Fatal("no posting dead after replacing and deleting chunks")
+	}
+	compare("replaced and deleted")
 }
 
 // The document frequencies that prune reads from memory are FTS5's own

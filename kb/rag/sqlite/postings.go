@@ -3,6 +3,7 @@ package sqlite
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 )
 
 // postings is a client's BM25 inverted index in memory: for every FTS5
@@ -18,6 +19,7 @@ type postings struct {
 	docs    []uint32 // per row: its document number
 	nterms  []int32  // per row: how many postings it has
 	docRow  []int32  // per document number: its row, or -1
+	docLen  []int32  // per document number: its row's length in tokens
 	entries int      // postings held, live or not
 	dead    int      // of which dead
 }
@@ -27,19 +29,43 @@ type posting struct {
 	tf  float32 // occurrences, weighted by column (columnWeights)
 }
 
-// plist is a term's postings, in the order they were added: per posting
-// the varint of its document number's difference from the one before
-// (signed: a load adds them in row-id order), then the uvarint of its tf
-// in quarters (columnWeights are whole).
+// plist is a term's postings, in the order they were added, which is
+// the order of their document numbers (index numbers documents as it
+// meets them): per posting the varint of its document number's difference
+// from the one before, then the uvarint of its tf in quarters
+// (columnWeights are whole).
+//
+// Every postingBlock postings close a block, whose header (pblock) says
+// where it ends, its last document and a bound on what any of its
+// postings can score (its largest tf, its shortest row): a search skips
+// whole blocks of a list it only needs at a few documents, and a window of
+// documents where a term cannot score much is not read for it (bm25).
+// The open block's bound is kept in the list itself.
 type plist struct {
-	data []byte
-	last uint32 // the last posting's document number
-	n    int32  // postings, live or not
+	data   []byte
+	blocks []pblock // the closed blocks
+	last   uint32   // the last posting's document number
+	n      int32    // postings, live or not
+	maxTF  float32  // the open block's largest tf
+	minLen int32    // and shortest row
 }
+
+// pblock is a closed block of a plist.
+type pblock struct {
+	last   uint32 // its last posting's document number
+	end    uint32 // where its postings end in data
+	maxTF  float32
+	minLen int32
+}
+
+// postingBlock is how many postings a block holds: Lucene's block size.
+const postingBlock = 128
 
 const tfQuarters = 4
 
-func (l *plist) add(p posting) {
+// add appends p, a posting of a row of length tokens; p.doc is past every
+// document the list holds.
+func (l *plist) add(p posting, length int32) {
 	if cap(l.data)-len(l.data) < 2*binary.MaxVarintLen32 {
 		// Grow by a quarter, not append's doubling: most lists are
 		// short, and lists grown by writes are not fitted until a
@@ -51,13 +77,24 @@ func (l *plist) add(p posting) {
 	l.data = binary.AppendVarint(l.data, int64(p.doc)-int64(l.last))
 	l.data = binary.AppendUvarint(l.data, uint64(math.Round(float64(p.tf*tfQuarters))))
 	l.last = p.doc
+	if l.n%postingBlock == 0 {
+		l.maxTF, l.minLen = p.tf, length
+	} else {
+		l.maxTF, l.minLen = max(l.maxTF, p.tf), min(l.minLen, length)
+	}
 	l.n++
+	if l.n%postingBlock == 0 {
+		l.blocks = append(l.blocks, pblock{last: l.last, end: uint32(len(l.data)), maxTF: l.maxTF, minLen: l.minLen})
+	}
 }
 
 // fit drops the list's spare capacity once it has grown past an eighth.
 func (l *plist) fit() {
 	if cap(l.data)-len(l.data) > len(l.data)/8+8 {
 		l.data = append([]byte(nil), l.data...)
+	}
+	if cap(l.blocks)-len(l.blocks) > len(l.blocks)/8+1 {
+		l.blocks = slices.Clip(l.blocks)
 	}
 }
 
@@ -106,19 +143,19 @@ func (p *postings) docFreq(token string) int {
 	return int(math.Round(n))
 }
 
-// index gives row i a new document number and the postings of terms (nil:
-// none yet), killing the ones it had.
-func (p *postings) index(i int, terms map[string]float32) {
+// index gives row i, of length tokens, a new document number and the
+// postings of terms (nil: none yet), killing the ones it had.
+func (p *postings) index(i int, terms map[string]float32, length int32) {
 	p.unindex(i)
 	if p.terms == nil {
 		p.terms = map[string]plist{}
 	}
 	doc := uint32(len(p.docRow))
-	p.docRow = append(p.docRow, int32(i))
+	p.docRow, p.docLen = append(p.docRow, int32(i)), append(p.docLen, length)
 	p.docs[i] = doc
 	for t, n := range terms {
 		l := p.terms[t]
-		l.add(posting{doc, n})
+		l.add(posting{doc, n}, length)
 		p.terms[t] = l
 	}
 	p.nterms[i] = int32(len(terms))
@@ -147,7 +184,7 @@ func (p *postings) compact() {
 				break
 			}
 			if p.docRow[e.doc] >= 0 {
-				live.add(e)
+				live.add(e, p.docLen[e.doc])
 			}
 		}
 		if len(live.data) == 0 {
@@ -159,4 +196,82 @@ func (p *postings) compact() {
 	}
 	p.entries -= p.dead
 	p.dead = 0
+}
+
+// seeker reads a plist in document order and skips to a document by its
+// blocks: at is the posting it stands on (doc noDoc past the end), the
+// read-th of the list.
+type seeker struct {
+	l    *plist
+	c    cursor
+	read int
+	at   posting
+}
+
+func (l *plist) seek() *seeker {
+	s := &seeker{l: l, c: l.cursor(), read: -1}
+	s.next()
+	return s
+}
+
+// next moves to the next posting.
+func (s *seeker) next() {
+	p, ok := s.c.next()
+	if !ok {
+		p.doc = noDoc
+	}
+	s.at = p
+	s.read++
+}
+
+// block is the block at belongs to (len(l.blocks): the open one).
+func (s *seeker) block() int { return s.read / postingBlock }
+
+// lastOf is block b's last document.
+func (s *seeker) lastOf(b int) uint32 {
+	if b < len(s.l.blocks) {
+		return s.l.blocks[b].last
+	}
+	return s.l.last
+}
+
+// advance moves to the first posting of a document at or past doc.
+func (s *seeker) advance(doc uint32) {
+	if s.at.doc >= doc {
+		return
+	}
+	if b := s.block(); b < len(s.l.blocks) && s.l.blocks[b].last < doc {
+		// Skip the blocks that end before doc without reading them.
+		for b < len(s.l.blocks) && s.l.blocks[b].last < doc {
+			b++
+		}
+		prev := s.l.blocks[b-1]
+		s.c = cursor{data: s.l.data[prev.end:], doc: int64(prev.last)}
+		s.read = b*postingBlock - 1
+		s.next()
+	}
+	for s.at.doc < doc {
+		s.next()
+	}
+}
+
+// bound calls f with the largest tf and the shortest row of each block
+// that may hold postings of documents before hi, from the one being read,
+// and returns the largest of f's results (0: none).
+func (s *seeker) bound(hi uint32, f func(tf float32, length int32) float64) float64 {
+	if s.at.doc >= hi {
+		return 0
+	}
+	var best float64
+	for b := s.block(); b <= len(s.l.blocks); b++ {
+		if b > s.block() && s.lastOf(b-1) >= hi-1 {
+			break
+		}
+		tf, length := s.l.maxTF, s.l.minLen
+		if b < len(s.l.blocks) {
+			tf, length = s.l.blocks[b].maxTF, s.l.blocks[b].minLen
+		}
+		best = max(best, f(tf, length))
+	}
+	return best
 }

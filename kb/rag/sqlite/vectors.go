@@ -255,7 +255,7 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 		v.tokens += int64(length - v.lens[i])
 		v.lens[i] = length
 		if terms != nil {
-			v.index(i, terms)
+			v.index(i, terms, length)
 		}
 		return
 	}
@@ -268,7 +268,7 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	residual(vec, v.q8[len(v.q8)-v.stride:], v.scales[len(v.scales)-1], v.r8[len(v.r8)-v.dim:])
 	v.docOf, v.refsOf = append(v.docOf, doc), append(v.refsOf, refs)
 	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
-	v.index(v.ids.len()-1, terms)
+	v.index(v.ids.len()-1, terms, length)
 }
 
 func (v *vectors) remove(id string) {
@@ -365,7 +365,7 @@ func (v *vectors) reserve(n int) {
 	v.ids.reserve(n)
 	v.seqs, v.lens = make([]int64, 0, n), make([]int32, 0, n)
 	v.scales, v.docOf, v.refsOf = make([]float32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
-	v.docs, v.nterms, v.docRow = make([]uint32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+	v.docs, v.nterms, v.docRow, v.docLen = make([]uint32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 }
 
 // load reads the client's vectors in one transaction, so they match the
