@@ -190,7 +190,8 @@ type TermCounter interface {
 // VectorSampler is an Index that can hand out a sample of its vectors.
 type VectorSampler interface {
 	// VectorCount is how many chunks (each with a vector) the client has,
-	// cheaply.
+	// cheaply: after this process's writes, their count; another
+	// process's may show a moment (a second) late.
 	VectorCount(ctx context.Context) (int, error)
 	// SampleVectors returns up to n of the client's vectors, spread over
 	// all of them, the same ones for the same chunks.

@@ -592,6 +592,21 @@ func testSampleVectors(t *testing.T, s rag.Store) {
 	if none, err := s.For("umbrella").(rag.VectorSampler).SampleVectors(ctx, 10); err != nil || len(none) != 0 {
 		t.Fatalf("a client with no chunks: %v, %v", none, err)
 	}
+	// The count follows this process's writes at once, however lately it
+	// was read.
+	if count, err := sampler.VectorCount(ctx); err != nil || count != n {
+		t.Fatalf("written again: VectorCount = %d, %v; want %d", count, err, n)
+	}
+	if _, err := one.Delete(ctx, chunks[0].ID, chunks[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if count, err := sampler.VectorCount(ctx); err != nil || count != n-2 {
+		t.Fatalf("two deleted: VectorCount = %d, %v; want %d", count, err, n-2)
+	}
+	check(t, one.Upsert(ctx, chunks[0]))
+	if count, err := sampler.VectorCount(ctx); err != nil || count != n-1 {
+		t.Fatalf("one written back: VectorCount = %d, %v; want %d", count, err, n-1)
+	}
 }
 
 // nearest is the index of the written vector v is (within 1e-3 of each

@@ -68,7 +68,18 @@ type Store struct {
 	tenants map[string]bool      // tenants known to exist
 	dims    map[string]int       // per client: vector length, once known
 	df      map[string]wordCount // by client and word: DocFreqs' counts
+	counts  map[string]keptCount // per client: its chunks, lately counted
+	writes  map[string]uint64    // per client: this process's writes begun
 }
+
+// keptCount is a client's count of chunks and when it was read.
+type keptCount struct {
+	n  int
+	at time.Time
+}
+
+// countTTL is how long roughCount keeps a count it read.
+const countTTL = time.Second
 
 // wordCount is a word's count of chunks and the client's chunks then.
 type wordCount struct{ n, total int }
@@ -96,7 +107,8 @@ func Open(cfg Config) (*Store, error) {
 	if !classPattern.MatchString(class) {
 		return nil, fmt.Errorf("weaviate: class %q must match %s", class, classPattern)
 	}
-	return &Store{c: c, className: class, tenants: map[string]bool{}, dims: map[string]int{}, df: map[string]wordCount{}}, nil
+	return &Store{c: c, className: class, tenants: map[string]bool{}, dims: map[string]int{}, df: map[string]wordCount{},
+		counts: map[string]keptCount{}, writes: map[string]uint64{}}, nil
 }
 
 // Ping implements rag.Store.
@@ -121,6 +133,10 @@ func (s *Store) DeleteClass(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.class, s.tenants, s.dims = false, map[string]bool{}, map[string]int{}
+	clear(s.counts)
+	for client := range s.writes {
+		s.writes[client]++
+	}
 	return s.c.Schema().ClassDeleter().WithClassName(s.className).Do(ctx)
 }
 
@@ -296,6 +312,8 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if err != nil {
 		return err
 	}
+	x.forgetCount() // and once written: a count read meanwhile is not kept
+	defer x.forgetCount()
 	if err := x.ensure(ctx); err != nil {
 		return err
 	}
@@ -543,6 +561,8 @@ func (x *index) deleteWhere(ctx context.Context, w *filters.WhereBuilder) (int, 
 	if ok, err := x.exists(ctx); err != nil || !ok {
 		return 0, err
 	}
+	x.forgetCount()
+	defer x.forgetCount()
 	res, err := x.s.c.Batch().ObjectsBatchDeleter().WithClassName(x.s.className).WithTenant(x.client).WithOutput("minimal").WithWhere(w).Do(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("weaviate: delete: %w", err)
@@ -582,6 +602,7 @@ func (x *index) Drop(ctx context.Context) error {
 	if err := x.s.c.Schema().TenantsDeleter().WithClassName(x.s.className).WithTenants(x.client).Do(ctx); err != nil {
 		return fmt.Errorf("weaviate: drop tenant %s: %w", x.client, err)
 	}
+	x.forgetCount()
 	x.s.mu.Lock()
 	delete(x.s.tenants, x.client)
 	delete(x.s.dims, x.client)
@@ -607,6 +628,39 @@ func (x *index) Count(ctx context.Context) (int, error) {
 	}
 	agg, _ := resp.Data["Aggregate"].(map[string]any)
 	return metaCount(agg, x.s.className), nil
+}
+
+// roughCount is the client's chunks as Count read them at most countTTL
+// ago and not before or during a write of this process to them: enough for the
+// checks of a tenth's drift (VectorCount, DocFreqs' kept counts), which
+// made two Aggregate requests of every search.
+func (x *index) roughCount(ctx context.Context) (int, error) {
+	x.s.mu.Lock()
+	c, ok := x.s.counts[x.client]
+	writes := x.s.writes[x.client]
+	x.s.mu.Unlock()
+	if ok && time.Since(c.at) < countTTL {
+		return c.n, nil
+	}
+	at := time.Now()
+	n, err := x.Count(ctx)
+	if err != nil {
+		return 0, err
+	}
+	x.s.mu.Lock()
+	if x.s.writes[x.client] == writes { // no write began while it counted
+		x.s.counts[x.client] = keptCount{n, at}
+	}
+	x.s.mu.Unlock()
+	return n, nil
+}
+
+// forgetCount drops the client's kept count: a write begins.
+func (x *index) forgetCount() {
+	x.s.mu.Lock()
+	delete(x.s.counts, x.client)
+	x.s.writes[x.client]++
+	x.s.mu.Unlock()
 }
 
 // metaCount reads the meta count an Aggregate answered under key (a class
@@ -640,7 +694,7 @@ func (x *index) DocFreqs(ctx context.Context, words []string) ([]int, int, error
 	if ok, err := x.exists(ctx); err != nil || !ok {
 		return counts, 0, err
 	}
-	total, err := x.Count(ctx)
+	total, err := x.roughCount(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -808,8 +862,9 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	return hits, nil
 }
 
-// VectorCount implements rag.VectorSampler: the client's chunks.
-func (x *index) VectorCount(ctx context.Context) (int, error) { return x.Count(ctx) }
+// VectorCount implements rag.VectorSampler: the client's chunks, counted
+// at most a second ago (roughCount).
+func (x *index) VectorCount(ctx context.Context) (int, error) { return x.roughCount(ctx) }
 
 // SampleVectors implements rag.VectorSampler: the first n of the client's
 // objects in the order of their IDs (Weaviate's cursor), which are hashes
