@@ -418,7 +418,7 @@ func (v *vectors) score(q rag.Query, tokens []string, prune bool) ([]rag.Hit, ma
 		}
 		slices.SortFunc(order, func(a, b *queryTerm) int { return cmp.Compare(a.bound, b.bound) })
 		// order[:p] cannot make a document of this window pass on their
-		// own: they are only looked up.
+		// own: they find none, and are added to those the others find.
 		floor := worst()
 		p := 0
 		for j, t := range order {
