@@ -18,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/jervis-dev/jervis/internal/integration"
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/git"
 )
@@ -258,7 +259,7 @@ func TestSkewedCommitTimesLoseNothingAcrossPages(t *testing.T) {
 // when it returns: none is left open between polls.
 func TestPollLeavesNoPackFileOpen(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("counts open files in /proc/self/fd, which only Linux has (CI runs on Linux)")
+		integration.Missing(t, "/proc/self/fd (Linux)", "CI runs on Linux", "this test counts open files there")
 	}
 	r := branchedRepo(t)
 	clone := filepath.Join(t.TempDir(), "clone")

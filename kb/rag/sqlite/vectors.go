@@ -42,10 +42,9 @@ type vectors struct {
 	dim      int
 	ids      rowIDs // each row's chunk ID, and each ID's row
 	seqs     []int64
-	lens     []int32 // tokens per chunk, as FTS5 counts them
-	tokens   int64   // sum of lens
-	stride   int     // int8 row length: dim rounded up to 16
-	q8       []int8  // len(ids)*stride
+	tokens   int64  // the rows' lengths summed (postings.docLen: FTS5's counts)
+	stride   int    // int8 row length: dim rounded up to 16
+	q8       []int8 // len(ids)*stride
 	scales   []float32
 	r8       []int8  // len(ids)*dim: the residuals of q8 (residual)
 	docOf    []int32 // per row: its entry in docMetas
@@ -252,15 +251,14 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 		residual(vec, v.q8[i*v.stride:], v.scales[i], v.r8[i*v.dim:(i+1)*v.dim])
 		v.releaseMeta(i)
 		v.docOf[i], v.refsOf[i] = doc, refs
-		v.tokens += int64(length - v.lens[i])
-		v.lens[i] = length
-		if terms != nil {
+		if terms != nil { // else the same text: the same length
+			v.tokens += int64(length - v.docLen[v.docs[i]])
 			v.index(i, terms, length)
 		}
 		return
 	}
 	v.ids.add(c.ID)
-	v.seqs, v.lens = append(v.seqs, seq), append(v.lens, length)
+	v.seqs = append(v.seqs, seq)
 	v.tokens += int64(length)
 	v.q8 = append(v.q8, make([]int8, v.stride)...)
 	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:], 127))
@@ -276,20 +274,20 @@ func (v *vectors) remove(id string) {
 	if !ok {
 		return
 	}
-	v.tokens -= int64(v.lens[i])
+	v.tokens -= int64(v.docLen[v.docs[i]])
 	v.releaseMeta(i)
 	v.unindex(i)
 	v.ids.remove(i)
 	last := len(v.seqs) - 1
 	if i != last {
-		v.seqs[i], v.lens[i], v.scales[i] = v.seqs[last], v.lens[last], v.scales[last]
+		v.seqs[i], v.scales[i] = v.seqs[last], v.scales[last]
 		v.docOf[i], v.refsOf[i] = v.docOf[last], v.refsOf[last]
 		v.docs[i], v.nterms[i] = v.docs[last], v.nterms[last]
 		v.docRow[v.docs[i]] = int32(i)
 		copy(v.r8[i*v.dim:(i+1)*v.dim], v.r8[last*v.dim:])
 		copy(v.q8[i*v.stride:(i+1)*v.stride], v.q8[last*v.stride:])
 	}
-	v.seqs, v.lens, v.scales = v.seqs[:last], v.lens[:last], v.scales[:last]
+	v.seqs, v.scales = v.seqs[:last], v.scales[:last]
 	v.docOf, v.refsOf = v.docOf[:last], v.refsOf[:last]
 	v.r8, v.q8 = v.r8[:last*v.dim], v.q8[:last*v.stride]
 	v.docs, v.nterms = v.docs[:last], v.nterms[:last]
@@ -363,7 +361,7 @@ func termCounts(title, text []string) map[string]float32 {
 // (the vectors' rows are the largest part of the index).
 func (v *vectors) reserve(n int) {
 	v.ids.reserve(n)
-	v.seqs, v.lens = make([]int64, 0, n), make([]int32, 0, n)
+	v.seqs = make([]int64, 0, n)
 	v.scales, v.docOf, v.refsOf = make([]float32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 	v.docs, v.nterms, v.docRow, v.docLen = make([]uint32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 }
@@ -391,7 +389,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	}
 	defer rows.Close()
 	// not *v = ...: v.mu is held
-	v.gen, v.dim, v.ids, v.seqs, v.lens, v.tokens = -1, 0, rowIDs{}, nil, nil, 0
+	v.gen, v.dim, v.ids, v.seqs, v.tokens = -1, 0, rowIDs{}, nil, 0
 	v.stride, v.q8, v.scales, v.r8 = 0, nil, nil, nil
 	v.docOf, v.refsOf, v.docMetas, v.refSets = nil, nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
