@@ -443,7 +443,9 @@ func (q *Qualifier) possibleDuplicates(ctx context.Context, doc store.Document, 
 	if q.cfg.PossibleDuplicates <= 0 || !q.cfg.Kinds.Kind(doc.SourceType).About().Duplicates {
 		return nil
 	}
-	sim, err := q.cfg.KB.Similar(ctx, kb.SimilarRequest{Client: doc.Client, SourceURN: req.SourceURN, Title: req.Title, Text: req.Content,
+	// No user waits on it: a search that would cost more CPU to return
+	// sooner does not (rag.InBackground).
+	sim, err := q.cfg.KB.Similar(rag.InBackground(ctx), kb.SimilarRequest{Client: doc.Client, SourceURN: req.SourceURN, Title: req.Title, Text: req.Content,
 		Limit: kb.DuplicateCandidates, Filter: rag.Filter{SourceTypes: []string{string(doc.SourceType)}}})
 	if errors.Is(err, kb.ErrNotIndexed) {
 		return nil // nothing of it was indexed (a body of whitespace)

@@ -380,3 +380,19 @@ func (f Filter) Matches(c Chunk) bool {
 	}
 	return false
 }
+
+type backgroundKey struct{}
+
+// InBackground marks ctx's searches as work no user waits on (the
+// qualifier's similar items): a backend spends no more CPU on one of them
+// to return it sooner, as it may for a search a user waits on (the
+// embedded store scores a large index's BM25 in parts at once when idle).
+func InBackground(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backgroundKey{}, true)
+}
+
+// IsBackground reports whether ctx's searches are marked InBackground.
+func IsBackground(ctx context.Context) bool {
+	b, _ := ctx.Value(backgroundKey{}).(bool)
+	return b
+}

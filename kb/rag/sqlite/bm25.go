@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jervis-dev/jervis/kb/rag"
 )
@@ -329,27 +330,77 @@ func (t *tokenizer) close() error {
 // find no documents: the others do, and the weak ones are then added, the
 // strongest first, only to the documents found that may still pass the
 // worst kept with them. A window where no term can reach it is skipped,
-// its blocks unread. What comes back is what scoring every posting gives
-// (TestBM25PrunesAsIfItScoredAll): a window's sums add the terms in
-// another order, which moves a score by a rounding error at most. At
-// 583,000 chunks (100,000 synthetic documents) about half the postings of
-// the queries of `jervis bench` are scored, and a search feedback's query
-// of 32 words takes a third less time (BENCHMARKS.md).
-func (v *vectors) bm25(q rag.Query, tokens []string) ([]rag.Hit, map[string]int64) {
-	hits, seqs, _ := v.score(q, tokens, true)
+// its blocks unread. What comes back is exactly what scoring every
+// posting gives (TestBM25PrunesAsIfItScoredAll; the sums are in fixed
+// point, fixedOne). At 583,000 chunks (100,000 synthetic documents) about
+// half the postings of the queries of `jervis bench` are scored, and a
+// search feedback's query of 32 words takes a third less time
+// (BENCHMARKS.md).
+//
+// When no other query scores, a large index's document numbers are cut
+// into a part per CPU, scored at once, each part's best kept apart and
+// the worst of any of them shared as the floor (Lucene's concurrent
+// search over segments, with the minimum competitive score shared): one
+// search waits for about half as long on two CPUs; under load each query
+// runs on one.
+//
+// split is false for a search no one waits on (rag.InBackground): scored
+// in parts, a query reads more postings (each part's floor starts low),
+// about 8 % more at 583,000 chunks, and with the CPUs busy ingesting that
+// costs throughput for nothing.
+func (v *vectors) bm25(q rag.Query, tokens []string, split bool) ([]rag.Hit, map[string]int64) {
+	// Split a large index's documents across the CPUs only when no other
+	// BM25 runs, as the vector scan does (nearVector).
+	parts := 1
+	if activeScores.Add(1) == 1 && split && len(v.docRow) >= splitScoreDocs {
+		parts = min(runtime.GOMAXPROCS(0), 8)
+	}
+	hits, seqs, _ := v.score(q, tokens, true, parts)
+	activeScores.Add(-1)
 	return hits, seqs
 }
 
-// score is bm25, pruned or not (the same hits either way), and how many
-// postings it scored.
-func (v *vectors) score(q rag.Query, tokens []string, prune bool) ([]rag.Hit, map[string]int64, int) {
+// activeScores counts the BM25 queries scoring in this process.
+var activeScores atomic.Int32
+
+// splitScoreDocs is how many document numbers an index needs before an
+// idle process scores a query in parts.
+const splitScoreDocs = 20_000
+
+// Scores are summed in fixed point, exactly: in whatever order a
+// document's terms are added (the window's essential terms first, then
+// the weak ones; windows that start elsewhere when the documents are
+// scored in parts), it scores the same to the last bit, so pruned, every
+// posting scored, in one part or in several, the hits are the same.
+// fixedOne is 1 in it: a term adds at most about 35 (IDF ≤ ln 2N, times
+// k1 + 1), 32 terms at most 2^11, far inside an int64, each rounded to
+// within 2^-41 of BM25's float.
+const fixedOne = 1 << 40
+
+func fixed(x float64) int64 { return int64(x*fixedOne + 0.5) }
+
+// noFloor is the floor before q.Limit documents are kept: below any
+// score, and far enough above the int64's least that bounds subtracted
+// from it do not wrap.
+const noFloor = math.MinInt64 / 2
+
+// termStats is what a query token's postings are scored with.
+type termStats struct {
+	l           *plist
+	idf         float64
+	k, perToken float64 // BM25's length normalisation: k1 (1 - b), k1 b / avgdl
+}
+
+// score is bm25, pruned or not, with the documents in parts scored at
+// once (the same hits either way), and how many postings it scored.
+func (v *vectors) score(q rag.Query, tokens []string, prune bool, parts int) ([]rag.Hit, map[string]int64, int) {
 	rows := v.ids.len()
 	if rows == 0 {
 		return nil, nil, 0
 	}
 	n := float64(rows)
 	avgdl := float64(v.tokens) / n
-	terms := make([]*queryTerm, 0, len(tokens))
+	stats := make([]termStats, 0, len(tokens))
 	for _, tok := range tokens {
 		l, ok := v.terms[tok]
 		if !ok {
@@ -360,103 +411,212 @@ func (v *vectors) score(q rag.Query, tokens []string, prune bool) ([]rag.Hit, ma
 		if idf <= 0 {
 			idf = 1e-6
 		}
-		terms = append(terms, &queryTerm{seeker: l.seek(), idf: idf, k: bm25K1 * (1 - bm25B), perToken: bm25K1 * bm25B / avgdl})
+		stats = append(stats, termStats{l: &l, idf: idf, k: bm25K1 * (1 - bm25B), perToken: bm25K1 * bm25B / avgdl})
 	}
-
-	sc := getScratch()
-	defer putScratch(sc)
-	f := q.Filter
-	filtered := f.Active()
-	best := make(ranked, 0, q.Limit+1)
-	// worst is the score a document must pass to be kept: none until
-	// q.Limit are.
-	worst := func() float64 {
-		if len(best) < q.Limit {
-			return math.Inf(-1)
-		}
-		return best[0].score
-	}
-	consider := func(row int32, s float64) {
-		// Most rows score below the worst kept: compared by score alone,
-		// without reading their row ids.
-		if len(best) == q.Limit && s < best[0].score {
-			return
-		}
-		if filtered && !f.Matches(v.meta(int(row))) {
-			return
-		}
-		r := rankedHit{i: int(row), seq: v.seqs[row], score: s}
-		if len(best) < q.Limit {
-			heap.Push(&best, r)
-		} else if r.better(best[0]) {
-			best[0] = r
-			heap.Fix(&best, 0)
-		}
-	}
-
-	dead := v.dead > 0 // else every posting is of a live row
-	scored := 0
-	order := make([]*queryTerm, len(terms)) // by bound in the window
-	below := make([]float64, len(terms)+1)  // below[j]: order[:j]'s bounds summed
 	docs := uint32(len(v.docRow))
-	for lo := uint32(0); lo < docs; {
+	parts = max(1, min(parts, int(docs/scoreWindow)))
+	scorers := make([]*part, parts)
+	if parts == 1 {
+		scorers[0] = v.newPart(q, stats, prune, nil)
+		scorers[0].docs(0, docs)
+		scorers[0].done()
+	} else {
+		// The parts take the documents a segment at a time, the next
+		// not taken (a part that meets fewer postings takes more), each
+		// keeps its own best, and the worst any of them keeps is a floor
+		// for all: q.Limit documents score at least that.
+		var next atomic.Uint32
+		var floor atomic.Int64
+		floor.Store(noFloor)
+		var wg sync.WaitGroup
+		for i := range parts {
+			// Each part waits for its CPU (getScratch) on its own: the
+			// query holds none while it waits for another.
+			wg.Go(func() {
+				p := v.newPart(q, stats, prune, &floor)
+				scorers[i] = p
+				defer p.done()
+				for {
+					seg := uint64(next.Add(1) - 1)
+					if seg*scoreSegment >= uint64(docs) {
+						return
+					}
+					p.docs(uint32(seg*scoreSegment), uint32(min(uint64(docs), (seg+1)*scoreSegment)))
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var best ranked
+	scored := 0
+	for _, p := range scorers {
+		best = append(best, p.best...)
+		scored += p.scored
+	}
+	slices.SortFunc(best, func(a, b rankedHit) int {
+		if a.better(b) {
+			return -1
+		}
+		return 1
+	})
+	best = best[:min(q.Limit, len(best))]
+	hits := make([]rag.Hit, len(best))
+	seqs := make(map[string]int64, len(best))
+	for j, r := range best {
+		s := float64(r.score) / fixedOne
+		hits[j] = rag.Hit{Chunk: v.meta(r.i), Score: s, BM25Score: s}
+		seqs[v.ids.id(r.i)] = r.seq
+	}
+	return hits, seqs, scored
+}
+
+// scoreSegment is how many document numbers a part of a query scored in
+// parts takes at a time: 16 windows (at 583,000 chunks, 32-word queries
+// in two parts took 8.3 ms at the median, 8.6–9.1 with 8 windows and
+// 8.9–9.2 with 32, 14.5 in one part; halves fixed in advance 9.2–10).
+const scoreSegment = 16 * scoreWindow
+
+// part is one part of a BM25 query: its own reading of the postings, its
+// window's sums and its best documents.
+type part struct {
+	v        *vectors
+	q        rag.Query
+	filtered bool
+	prune    bool
+	dead     bool         // some posting is of a dead row
+	terms    []*queryTerm // in the query's order
+	order    []*queryTerm // by bound in the window
+	below    []int64      // below[j]: order[:j]'s bounds summed
+	sc       *scratch
+	best     ranked // a min-heap: the worst kept on top
+	shared   *atomic.Int64
+	scored   int // postings scored
+}
+
+// newPart starts a part of a query; shared, when not nil, is the floor the
+// parts scoring at once share: each raises it to the worst it keeps, and
+// finds no document under it. done gives its scratch (and its CPU) back
+// once its documents are scored.
+func (v *vectors) newPart(q rag.Query, stats []termStats, prune bool, shared *atomic.Int64) *part {
+	p := &part{v: v, q: q, filtered: q.Filter.Active(), prune: prune, dead: v.dead > 0, shared: shared,
+		terms: make([]*queryTerm, len(stats)), order: make([]*queryTerm, len(stats)), below: make([]int64, len(stats)+1),
+		sc: getScratch(), best: make(ranked, 0, q.Limit+1)}
+	for i, st := range stats {
+		p.terms[i] = &queryTerm{seeker: st.l.seek(), termStats: st}
+	}
+	return p
+}
+
+func (p *part) done() { putScratch(p.sc) }
+
+// worst is the score a document must reach to be kept: none until q.Limit
+// are (here or, shared, in any part).
+func (p *part) worst() int64 {
+	w := int64(noFloor)
+	if len(p.best) == p.q.Limit {
+		w = p.best[0].score
+	}
+	if p.shared != nil {
+		w = max(w, p.shared.Load())
+	}
+	return w
+}
+
+// consider keeps row, which scores s, if it is among the best and passes
+// the filter.
+func (p *part) consider(row int32, s int64) {
+	// Most rows score below the worst kept: compared by score alone,
+	// without reading their row ids.
+	if s < p.worst() {
+		return
+	}
+	if p.filtered && !p.q.Filter.Matches(p.v.meta(int(row))) {
+		return
+	}
+	r := rankedHit{i: int(row), seq: p.v.seqs[row], score: s}
+	if len(p.best) < p.q.Limit {
+		heap.Push(&p.best, r)
+	} else if r.better(p.best[0]) {
+		p.best[0] = r
+		heap.Fix(&p.best, 0)
+	}
+	if p.shared == nil || len(p.best) < p.q.Limit {
+		return
+	}
+	for w := p.best[0].score; ; {
+		old := p.shared.Load()
+		if w <= old || p.shared.CompareAndSwap(old, w) {
+			return
+		}
+	}
+}
+
+// docs scores the documents numbered [from, to), past those scored
+// before, window by window.
+func (p *part) docs(from, to uint32) {
+	v, terms, order, below, sc := p.v, p.terms, p.order, p.below, p.sc
+	for lo := from; lo < to; {
 		// The next window starts at the first posting left.
 		next := uint32(noDoc)
 		for _, t := range terms {
 			t.advance(lo)
 			next = min(next, t.at.doc)
 		}
-		if next >= docs {
+		if next >= to {
 			break
 		}
 		lo = next
-		hi := lo + min(scoreWindow, docs-lo)
+		hi := lo + min(scoreWindow, to-lo)
 		for i, t := range terms {
-			// A little over: the window's sums may round up.
-			t.bound = t.seeker.bound(hi, t.weight) * (1 + 1e-9)
+			// A little over: the bound is a float, a posting's weight is
+			// rounded to the fixed point.
+			t.bound = 0
+			if b := t.seeker.bound(hi, t.weight); b > 0 {
+				t.bound = int64(math.Ceil(b*(1+1e-9)*fixedOne)) + 1
+			}
 			order[i] = t
 		}
 		slices.SortFunc(order, func(a, b *queryTerm) int { return cmp.Compare(a.bound, b.bound) })
-		// order[:p] cannot make a document of this window pass on their
+		// order[:k] cannot make a document of this window pass on their
 		// own: they find none, and are added to those the others find.
-		floor := worst()
-		p := 0
+		floor := int64(noFloor)
+		if p.prune {
+			floor = p.worst()
+		}
 		for j, t := range order {
 			below[j+1] = below[j] + t.bound
 		}
-		if !prune {
-			floor = math.Inf(-1)
+		k := 0
+		for k < len(order) && below[k+1] < floor {
+			k++
 		}
-		for p < len(order) && below[p+1] < floor {
-			p++
-		}
-		if p == len(order) {
+		if k == len(order) {
 			lo = hi
 			continue
 		}
 		for _, t := range terms {
 			t.essential = false
 		}
-		for _, t := range order[p:] {
+		for _, t := range order[k:] {
 			t.essential = true
 		}
-		for _, t := range terms { // in the query's order, as FTS5 adds them
+		for _, t := range terms {
 			if !t.essential {
 				continue
 			}
 			for ; t.at.doc < hi; t.next() {
-				if dead && v.docRow[t.at.doc] < 0 {
+				if p.dead && v.docRow[t.at.doc] < 0 {
 					continue
 				}
-				scored++
-				sc.add(t.at.doc-lo, t.weight(t.at.tf, v.docLen[t.at.doc]))
+				p.scored++
+				sc.add(t.at.doc-lo, fixed(t.weight(t.at.tf, v.docLen[t.at.doc])))
 			}
 		}
 		// The other terms, strongest first, each added to the documents
 		// that may still pass the worst kept with it and the ones after.
 		words := sc.hit[:(hi-lo+63)/64]
-		for j := p - 1; j >= 0; j-- {
-			floor := worst() - below[j+1]
+		for j := k - 1; j >= 0; j-- {
+			floor := p.worst() - below[j+1]
 			left := 0
 			for w, word := range words {
 				for rest := word; rest != 0; rest &= rest - 1 {
@@ -476,8 +636,8 @@ func (v *vectors) score(q rag.Query, tokens []string, prune bool) ([]rag.Hit, ma
 			for ; t.at.doc < hi; t.next() {
 				d := t.at.doc - lo
 				if words[d/64]&(1<<(d%64)) != 0 {
-					scored++
-					sc.score[d] += t.weight(t.at.tf, v.docLen[t.at.doc])
+					p.scored++
+					sc.score[d] += fixed(t.weight(t.at.tf, v.docLen[t.at.doc]))
 				}
 			}
 		}
@@ -487,37 +647,23 @@ func (v *vectors) score(q rag.Query, tokens []string, prune bool) ([]rag.Hit, ma
 				d := uint32(w*64 + bits.TrailingZeros64(word))
 				s := sc.score[d]
 				sc.score[d] = 0
-				consider(v.docRow[lo+d], s)
+				p.consider(v.docRow[lo+d], s)
 			}
 		}
 		lo = hi
 	}
-	slices.SortFunc(best, func(a, b rankedHit) int {
-		if a.better(b) {
-			return -1
-		}
-		return 1
-	})
-	hits := make([]rag.Hit, len(best))
-	seqs := make(map[string]int64, len(best))
-	for j, r := range best {
-		hits[j] = rag.Hit{Chunk: v.meta(r.i), Score: r.score, BM25Score: r.score}
-		seqs[v.ids.id(r.i)] = r.seq
-	}
-	return hits, seqs, scored
 }
 
 // queryTerm is a query token's postings being read by bm25.
 type queryTerm struct {
 	*seeker
-	idf         float64
-	k, perToken float64 // BM25's length normalisation: k1 (1 - b), k1 b / avgdl
-	bound       float64 // the most it can add to a document of the window
-	essential   bool    // read for the window, not only looked up
+	termStats
+	bound     int64 // the most it can add to a document of the window, in fixed point
+	essential bool  // read for the window, not only looked up
 }
 
 // weight is what an occurrence count tf in a row of length tokens adds.
-func (t *queryTerm) weight(tf float32, length int32) float64 {
+func (t *termStats) weight(tf float32, length int32) float64 {
 	x := float64(tf)
 	return t.idf * (x * (bm25K1 + 1)) / (x + t.k + t.perToken*float64(length))
 }
@@ -547,11 +693,11 @@ const scoreWindow = 2048
 // scratch is bm25's sums for a window of documents and which of them
 // hold any.
 type scratch struct {
-	score [scoreWindow]float64
+	score [scoreWindow]int64 // in fixed point
 	hit   [scoreWindow / 64]uint64
 }
 
-func (sc *scratch) add(d uint32, s float64) {
+func (sc *scratch) add(d uint32, s int64) {
 	sc.hit[d/64] |= 1 << (d % 64)
 	sc.score[d] += s
 }
@@ -585,7 +731,7 @@ func putScratch(sc *scratch) {
 type rankedHit struct {
 	i     int
 	seq   int64
-	score float64
+	score int64 // in fixed point
 }
 
 // better orders by score, then by row id (FTS5's order among equals).

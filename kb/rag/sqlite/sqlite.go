@@ -594,7 +594,7 @@ func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit
 		for j, i := range kept {
 			flat[j] = tokens[i][0]
 		}
-		hits, seqs := v.bm25(q, flat)
+		hits, seqs := v.bm25(q, flat, !rag.IsBackground(ctx))
 		return hits, seqs, nil
 	}
 	keptWords := make([]string, len(kept))
