@@ -350,23 +350,14 @@ func (t *tokenizer) close() error {
 // about 8 % more at 583,000 chunks, and with the CPUs busy ingesting that
 // costs throughput for nothing.
 func (v *vectors) bm25(q rag.Query, tokens []string, split bool) ([]rag.Hit, map[string]int64) {
-	// Split a large index's documents across the CPUs only when no other
-	// BM25 runs, as the vector scan does (nearVector).
-	parts := 1
-	if activeScores.Add(1) == 1 && split && len(v.docRow) >= splitScoreDocs {
-		parts = min(runtime.GOMAXPROCS(0), 8)
-	}
+	parts := activeScores.enter(len(v.docRow), split)
 	hits, seqs, _ := v.score(q, tokens, true, parts)
-	activeScores.Add(-1)
+	activeScores.leave()
 	return hits, seqs
 }
 
 // activeScores counts the BM25 queries scoring in this process.
-var activeScores atomic.Int32
-
-// splitScoreDocs is how many document numbers an index needs before an
-// idle process scores a query in parts.
-const splitScoreDocs = 20_000
+var activeScores running
 
 // Scores are summed in fixed point, exactly: in whatever order a
 // document's terms are added (the window's essential terms first, then

@@ -642,7 +642,30 @@ func (v *vectors) nearest(qv []float32, f rag.Filter, limit, parts int) topK {
 }
 
 // activeScans counts the vector scans running in this process.
-var activeScans atomic.Int32
+var activeScans running
+
+// running counts the searches of one kind (vector scans, BM25 queries)
+// running in this process, so that one running alone over a large index
+// splits its work across the CPUs, the others being idle, and one under
+// load does not: the CPUs are busy anyway, and a split search waits for
+// the later of its parts.
+type running struct{ n atomic.Int32 }
+
+// splitRows is how many rows an index needs before a search running alone
+// splits.
+const splitRows = 20_000
+
+// enter counts a search in and returns how many parts it runs in: one per
+// CPU (at most 8) when it runs alone over splitRows rows or more and may
+// split, else one. leave counts it out.
+func (r *running) enter(rows int, maySplit bool) int {
+	if r.n.Add(1) == 1 && maySplit && rows >= splitRows {
+		return min(runtime.GOMAXPROCS(0), 8)
+	}
+	return 1
+}
+
+func (r *running) leave() { r.n.Add(-1) }
 
 // queryI16 scales the unit vector q to int16 at the given stride, and
 // returns the scale that takes it back.
@@ -688,15 +711,9 @@ func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int64, error) {
 	if len(q.Vector) != v.dim {
 		return nil, nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
 	}
-	// Split a large scan across the CPUs only when no other scan runs: under
-	// load the CPUs are busy anyway, and a split search waits for the later
-	// of its parts.
-	parts := 1
-	if activeScans.Add(1) == 1 && n >= 20_000 {
-		parts = min(runtime.GOMAXPROCS(0), 8)
-	}
+	parts := activeScans.enter(n, true)
 	best := v.nearest(rag.Normalize(q.Vector), q.Filter, q.Limit, parts).sorted(&v.ids)
-	activeScans.Add(-1)
+	activeScans.leave()
 	hits := make([]rag.Hit, len(best))
 	seqs := make(map[string]int64, len(best))
 	for i, s := range best {
