@@ -349,11 +349,11 @@ func (t *tokenizer) close() error {
 // in parts, a query reads more postings (each part's floor starts low),
 // about 8 % more at 583,000 chunks, and with the CPUs busy ingesting that
 // costs throughput for nothing.
-func (v *vectors) bm25(q rag.Query, tokens []string, split bool) ([]rag.Hit, map[string]int64) {
+func (v *vectors) bm25(q rag.Query, tokens []string, split bool) ([]rag.Hit, map[string]int32) {
 	parts := activeScores.enter(len(v.docRow), split)
-	hits, seqs, _ := v.score(q, tokens, true, parts)
+	hits, rows, _ := v.score(q, tokens, true, parts)
 	activeScores.leave()
-	return hits, seqs
+	return hits, rows
 }
 
 // activeScores counts the BM25 queries scoring in this process.
@@ -384,8 +384,9 @@ type termStats struct {
 }
 
 // score is bm25, pruned or not, with the documents in parts scored at
-// once (the same hits either way), and how many postings it scored.
-func (v *vectors) score(q rag.Query, tokens []string, prune bool, parts int) ([]rag.Hit, map[string]int64, int) {
+// once (the same hits either way), and how many postings it scored. The
+// hits' chunks carry their IDs alone (complete reads the rest).
+func (v *vectors) score(q rag.Query, tokens []string, prune bool, parts int) ([]rag.Hit, map[string]int32, int) {
 	rows := v.ids.len()
 	if rows == 0 {
 		return nil, nil, 0
@@ -453,13 +454,14 @@ func (v *vectors) score(q rag.Query, tokens []string, prune bool, parts int) ([]
 	})
 	best = best[:min(q.Limit, len(best))]
 	hits := make([]rag.Hit, len(best))
-	seqs := make(map[string]int64, len(best))
+	at := make(map[string]int32, len(best))
 	for j, r := range best {
 		s := float64(r.score) / fixedOne
-		hits[j] = rag.Hit{Chunk: v.meta(r.i), Score: s, BM25Score: s}
-		seqs[v.ids.id(r.i)] = r.seq
+		id := v.ids.id(r.i)
+		hits[j] = rag.Hit{Chunk: rag.Chunk{ID: id}, Score: s, BM25Score: s}
+		at[id] = int32(r.i)
 	}
-	return hits, seqs, scored
+	return hits, at, scored
 }
 
 // scoreSegment is how many document numbers a part of a query scored in

@@ -110,7 +110,8 @@ func TestBM25MatchesFTS5(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, seqs := v.bm25(q, flat, true)
+				got, rows := v.bm25(q, flat, true)
+				seqs := v.complete(got, rows)
 				// Pruned or every posting scored, the same hits.
 				if all, _, _ := v.score(q, flat, false, 1); !sameHits(all, got) {
 					t.Fatalf("%q limit %d: every posting scored, %d hits, not bm25's %d", q.Text, q.Limit, len(all), len(got))

@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -563,7 +562,8 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if err != nil {
 		return nil, err
 	}
-	hits, seqs, err := x.keyword(ctx, q, v)
+	hits, rows, err := x.keyword(ctx, q, v)
+	seqs := v.complete(hits, rows)
 	v.mu.RUnlock()
 	if err != nil || q.NoText {
 		return hits, err
@@ -571,11 +571,11 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	return x.withText(ctx, hits, seqs)
 }
 
-// keyword is BM25 without reading the texts of the chunks it scores in Go
-// (their row ids come back instead); FTS5's ranking returns them with text.
-// v is the client's index, read-locked by the caller (current made sure
-// the FTS table exists).
-func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit, map[string]int64, error) {
+// keyword is BM25 without reading the texts or the metadata of the chunks
+// it scores in Go (their rows come back instead: vectors.complete); FTS5's
+// ranking returns them complete, with text. v is the client's index,
+// read-locked by the caller (current made sure the FTS table exists).
+func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit, map[string]int32, error) {
 	words := Terms(q.Text)
 	if len(words) == 0 {
 		return nil, nil, nil
@@ -594,8 +594,8 @@ func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit
 		for j, i := range kept {
 			flat[j] = tokens[i][0]
 		}
-		hits, seqs := v.bm25(q, flat, !rag.IsBackground(ctx))
-		return hits, seqs, nil
+		hits, rows := v.bm25(q, flat, !rag.IsBackground(ctx))
+		return hits, rows, nil
 	}
 	keptWords := make([]string, len(kept))
 	for j, i := range kept {
@@ -697,24 +697,23 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 		return nil, err
 	}
 	var kw, vec []rag.Hit
-	var kwSeqs, vecSeqs map[string]int64
+	var kwRows, vecRows map[string]int32
 	var kwErr, vecErr error
 	var wg sync.WaitGroup
 	if q.Alpha < 1 {
-		wg.Go(func() { kw, kwSeqs, kwErr = x.keyword(ctx, kwq, v) })
+		wg.Go(func() { kw, kwRows, kwErr = x.keyword(ctx, kwq, v) })
 	}
 	if q.Alpha > 0 {
-		vec, vecSeqs, vecErr = v.nearVector(vecq)
+		vec, vecRows, vecErr = v.nearVector(vecq)
 	}
 	wg.Wait()
-	v.mu.RUnlock()
 	if err := errors.Join(kwErr, vecErr); err != nil {
+		v.mu.RUnlock()
 		return nil, err
 	}
-	seqs := make(map[string]int64, len(kwSeqs)+len(vecSeqs))
-	maps.Copy(seqs, kwSeqs)
-	maps.Copy(seqs, vecSeqs)
 	fused := rag.Fuse(kw, vec, q.Alpha, q.Fusion, q.Limit)
+	seqs := v.complete(fused, kwRows, vecRows)
+	v.mu.RUnlock()
 	if q.NoText {
 		return fused, nil
 	}

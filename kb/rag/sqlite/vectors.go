@@ -46,9 +46,8 @@ type vectors struct {
 	stride   int    // int8 row length: dim rounded up to 16
 	q8       []int8 // len(ids)*stride
 	scales   []float32
-	r8       []int8  // len(ids)*dim: the residuals of q8 (residual)
-	docOf    []int32 // per row: its entry in docMetas
-	refsOf   []int32 // per row: its entry in refSets
+	r8       []int8    // len(ids)*dim: the residuals of q8 (residual)
+	metaOf   []rowMeta // per row: its entries in docMetas and refSets
 	docMetas shared[docMeta]
 	refSets  shared[[]string]
 	postings // BM25's inverted index (postings.go)
@@ -167,15 +166,24 @@ func (v *vectors) addMeta(c rag.Chunk) (doc, refs int32) {
 }
 
 func (v *vectors) releaseMeta(i int) {
-	v.docMetas.release(v.docOf[i])
-	v.refSets.release(v.refsOf[i])
+	v.docMetas.release(v.metaOf[i].doc)
+	v.refSets.release(v.metaOf[i].refs)
 }
 
+// rowMeta is a row's entries in docMetas and refSets, side by side: a
+// search reads both for every hit, at rows all over the index (two
+// arrays cost a cache miss more per hit).
+type rowMeta struct{ doc, refs int32 }
+
 // meta returns row i's metadata (a chunk without Text, Title and Vector).
-func (v *vectors) meta(i int) rag.Chunk {
-	d := v.docMetas.list[v.docOf[i]]
-	return rag.Chunk{ID: v.ids.id(i), SourceURN: d.sourceURN, SourceType: d.sourceType, Kind: d.kind, NodeKey: d.nodeKey, Timestamp: d.ts,
-		GraphRefs: v.refSets.list[v.refsOf[i]]}
+func (v *vectors) meta(i int) rag.Chunk { return v.chunkAt(i, v.ids.id(i)) }
+
+// chunkAt is meta of row i, whose chunk ID is id.
+func (v *vectors) chunkAt(i int, id string) rag.Chunk {
+	m := v.metaOf[i]
+	d := &v.docMetas.list[m.doc]
+	return rag.Chunk{ID: id, SourceURN: d.sourceURN, SourceType: d.sourceType, Kind: d.kind, NodeKey: d.nodeKey, Timestamp: d.ts,
+		GraphRefs: v.refSets.list[m.refs]}
 }
 
 // rescore is the dot product of the query — q16 scaled by qscale
@@ -250,7 +258,7 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride], 127)
 		residual(vec, v.q8[i*v.stride:], v.scales[i], v.r8[i*v.dim:(i+1)*v.dim])
 		v.releaseMeta(i)
-		v.docOf[i], v.refsOf[i] = doc, refs
+		v.metaOf[i] = rowMeta{doc, refs}
 		if terms != nil { // else the same text: the same length
 			v.tokens += int64(length - v.docLen[v.docs[i]])
 			v.index(i, terms, length)
@@ -264,7 +272,7 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:], 127))
 	v.r8 = append(v.r8, make([]int8, v.dim)...)
 	residual(vec, v.q8[len(v.q8)-v.stride:], v.scales[len(v.scales)-1], v.r8[len(v.r8)-v.dim:])
-	v.docOf, v.refsOf = append(v.docOf, doc), append(v.refsOf, refs)
+	v.metaOf = append(v.metaOf, rowMeta{doc, refs})
 	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
 	v.index(v.ids.len()-1, terms, length)
 }
@@ -281,14 +289,14 @@ func (v *vectors) remove(id string) {
 	last := len(v.seqs) - 1
 	if i != last {
 		v.seqs[i], v.scales[i] = v.seqs[last], v.scales[last]
-		v.docOf[i], v.refsOf[i] = v.docOf[last], v.refsOf[last]
+		v.metaOf[i] = v.metaOf[last]
 		v.docs[i], v.nterms[i] = v.docs[last], v.nterms[last]
 		v.docRow[v.docs[i]] = int32(i)
 		copy(v.r8[i*v.dim:(i+1)*v.dim], v.r8[last*v.dim:])
 		copy(v.q8[i*v.stride:(i+1)*v.stride], v.q8[last*v.stride:])
 	}
 	v.seqs, v.scales = v.seqs[:last], v.scales[:last]
-	v.docOf, v.refsOf = v.docOf[:last], v.refsOf[:last]
+	v.metaOf = v.metaOf[:last]
 	v.r8, v.q8 = v.r8[:last*v.dim], v.q8[:last*v.stride]
 	v.docs, v.nterms = v.docs[:last], v.nterms[:last]
 	v.compact()
@@ -362,7 +370,7 @@ func termCounts(title, text []string) map[string]float32 {
 func (v *vectors) reserve(n int) {
 	v.ids.reserve(n)
 	v.seqs = make([]int64, 0, n)
-	v.scales, v.docOf, v.refsOf = make([]float32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+	v.scales, v.metaOf = make([]float32, 0, n), make([]rowMeta, 0, n)
 	v.docs, v.nterms, v.docRow, v.docLen = make([]uint32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 }
 
@@ -391,7 +399,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.ids, v.seqs, v.tokens = -1, 0, rowIDs{}, nil, 0
 	v.stride, v.q8, v.scales, v.r8 = 0, nil, nil, nil
-	v.docOf, v.refsOf, v.docMetas, v.refSets = nil, nil, newDocMetas(), newRefSets()
+	v.metaOf, v.docMetas, v.refSets = nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
 	v.reserve(n)
 	// Rows are put a batch at a time with their postings: their titles and
@@ -690,7 +698,8 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 	if err != nil {
 		return nil, err
 	}
-	hits, seqs, err := v.nearVector(q)
+	hits, rows, err := v.nearVector(q)
+	seqs := v.complete(hits, rows)
 	v.mu.RUnlock()
 	if err != nil {
 		return nil, err
@@ -698,9 +707,10 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 	return x.withText(ctx, hits, seqs)
 }
 
-// nearVector scores without reading texts: the hits come with their
-// chunks' row ids (withText). The caller holds v's read lock.
-func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int64, error) {
+// nearVector scores without reading texts: the hits' chunks carry their
+// IDs alone, and each ID's row comes back (complete). The caller holds v's
+// read lock.
+func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int32, error) {
 	if len(q.Vector) == 0 {
 		return nil, nil, nil
 	}
@@ -715,12 +725,34 @@ func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int64, error) {
 	best := v.nearest(rag.Normalize(q.Vector), q.Filter, q.Limit, parts).sorted(&v.ids)
 	activeScans.leave()
 	hits := make([]rag.Hit, len(best))
-	seqs := make(map[string]int64, len(best))
+	rows := make(map[string]int32, len(best))
 	for i, s := range best {
-		hits[i] = rag.Hit{Chunk: v.meta(s.i), Score: float64(s.score), VectorScore: float64(s.score)}
-		seqs[v.ids.id(s.i)] = v.seqs[s.i]
+		id := v.ids.id(s.i)
+		hits[i] = rag.Hit{Chunk: rag.Chunk{ID: id}, Score: float64(s.score), VectorScore: float64(s.score)}
+		rows[id] = int32(s.i)
 	}
-	return hits, seqs, nil
+	return hits, rows, nil
+}
+
+// complete reads the metadata of the hits scored here — their chunks carry
+// their IDs alone, rows has each one's row — and returns their chunks'
+// row ids for withText. A hybrid search completes only the hits that
+// survive the fusion: of its 450 candidates, fewer than half at the
+// default limit, and reading a hit's metadata is a few cache misses at
+// rows all over the index. Hits in none of rows (FTS5's, complete with
+// their texts) are left as they are. The caller holds v's read lock.
+func (v *vectors) complete(hits []rag.Hit, rows ...map[string]int32) map[string]int64 {
+	seqs := make(map[string]int64, len(hits))
+	for i := range hits {
+		h := &hits[i]
+		for _, m := range rows {
+			if r, ok := m[h.Chunk.ID]; ok {
+				h.Chunk, seqs[h.Chunk.ID] = v.chunkAt(int(r), h.Chunk.ID), v.seqs[r]
+				break
+			}
+		}
+	}
+	return seqs
 }
 
 // withText fills in the text of the hits that have none, whose chunks'
