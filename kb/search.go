@@ -266,8 +266,8 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 // outweighs the gap between the top ranks), with its best ItemPassages
 // passages and the graph refs of those.
 func rankItems(hits []rag.Hit, limit int) []Item {
-	byURN := map[string]int{}
-	var items []Item
+	byURN := make(map[string]int, min(limit, len(hits)))
+	items := make([]Item, 0, min(limit, len(hits)))
 	for _, h := range hits {
 		i, ok := byURN[h.Chunk.SourceURN]
 		if !ok {

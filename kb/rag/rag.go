@@ -284,16 +284,27 @@ func SideCandidates(limit int, weight float64) int {
 // Fuse merges BM25 and vector results as Weaviate's hybrid search does and
 // returns the best limit hits. Both lists must be best first.
 func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
+	// acc is a hit of either side: where it was first found (bm25[at], or
+	// vector[-at-1]: the hits themselves are copied only for the best
+	// limit), its share of the fused score from each side and each side's
+	// own score.
 	type acc struct {
-		hit  Hit
-		bm25 float64
-		vec  float64
+		at                  int
+		bm25, vec           float64
+		bm25Score, vecScore float64
+	}
+	hitOf := func(a *acc) *Hit {
+		if a.at >= 0 {
+			return &bm25[a.at]
+		}
+		return &vector[-a.at-1]
 	}
 	merged := make(map[string]int, len(bm25)+len(vector)) // chunk ID → index in accs
 	accs := make([]acc, 0, len(bm25)+len(vector))
 	add := func(hits []Hit, weight float64, isVector bool) {
 		lo, hi := scoreRange(hits, isVector)
-		for rank, h := range hits {
+		for rank := range hits {
+			h := &hits[rank]
 			var s float64
 			switch fusion {
 			case Ranked:
@@ -311,32 +322,37 @@ func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
 			}
 			i, ok := merged[h.Chunk.ID]
 			if !ok {
+				at := rank
+				if isVector {
+					at = -rank - 1
+				}
 				i = len(accs)
-				accs = append(accs, acc{hit: h})
+				accs = append(accs, acc{at: at, bm25Score: h.BM25Score, vecScore: h.VectorScore})
 				merged[h.Chunk.ID] = i
 			}
 			a := &accs[i]
 			if isVector {
-				a.vec, a.hit.VectorScore = s, h.VectorScore
+				a.vec, a.vecScore = s, h.VectorScore
 			} else {
-				a.bm25, a.hit.BM25Score = s, h.BM25Score
+				a.bm25, a.bm25Score = s, h.BM25Score
 			}
 		}
 	}
 	add(bm25, 1-alpha, false)
 	add(vector, alpha, true)
-	out := make([]Hit, 0, len(accs))
-	for _, a := range accs {
-		a.hit.Score = a.bm25 + a.vec
-		out = append(out, a.hit)
-	}
-	slices.SortStableFunc(out, func(a, b Hit) int {
-		if a.Score != b.Score {
-			return cmp.Compare(b.Score, a.Score)
+	slices.SortStableFunc(accs, func(a, b acc) int {
+		if sa, sb := a.bm25+a.vec, b.bm25+b.vec; sa != sb {
+			return cmp.Compare(sb, sa)
 		}
-		return strings.Compare(a.Chunk.ID, b.Chunk.ID)
+		return strings.Compare(hitOf(&a).Chunk.ID, hitOf(&b).Chunk.ID)
 	})
-	return out[:min(limit, len(out))]
+	out := make([]Hit, min(limit, len(accs)))
+	for i := range out {
+		a := &accs[i]
+		out[i] = *hitOf(a)
+		out[i].Score, out[i].BM25Score, out[i].VectorScore = a.bm25+a.vec, a.bm25Score, a.vecScore
+	}
+	return out
 }
 
 func scoreRange(hits []Hit, isVector bool) (lo, hi float64) {
