@@ -48,6 +48,50 @@ func TestDotsI8MatchPlainGo(t *testing.T) {
 // hard case for quantization), for the search test queries and for 200
 // corpus sentences, the best 10 and 50 are the exact best, scanned in one
 // part or two.
+// rescoreGo is vectors.rescore summed component by component in int64.
+func rescoreGo(v *vectors, q16 []int16, qscale float32, i int) float32 {
+	row, res := v.q8[i*v.stride:i*v.stride+v.dim], v.r8[i*v.dim:(i+1)*v.dim]
+	var s, r int64
+	for j := range row {
+		s += int64(q16[j]) * int64(row[j])
+		r += int64(q16[j]) * int64(res[j])
+	}
+	return float32((float64(s) + float64(r)/residualSteps) * float64(qscale) * float64(v.scales[i]))
+}
+
+// Rescoring through dotsI8 gives the scores of summing every component
+// one by one, to the last bit, at dimensions below, at and past a multiple
+// of 16, for rows and queries of any sign and size.
+func TestRescoreMatchesPlainGo(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, dim := range []int{3, 15, 16, 17, 50, 100, 112, 300} {
+		var v vectors
+		for i := range 200 {
+			vec := make([]float32, dim)
+			for j := range vec {
+				vec[j] = float32(r.NormFloat64())
+				if r.IntN(7) == 0 {
+					vec[j] *= 40 // one large component: the others quantize coarsely
+				}
+			}
+			v.put(rag.Chunk{ID: fmt.Sprint("r", i)}, rag.Normalize(vec), int64(i+1), 10, nil)
+		}
+		for range 20 {
+			qv := make([]float32, dim)
+			for j := range qv {
+				qv[j] = float32(r.NormFloat64())
+			}
+			q16, qscale := queryI16(rag.Normalize(qv), v.stride)
+			for i := range v.ids.len() {
+				if got, want := v.rescore(q16, qscale, i), rescoreGo(&v, q16, qscale, i); got != want {
+					t.Fatalf("dim %d row %d: rescored %g, component by component %g", dim, i, got, want)
+				}
+			}
+		}
+	}
+}
+
 func TestQuantizedScanRecall(t *testing.T) {
 	t.Parallel()
 	emb, err := glove.New()
