@@ -349,11 +349,11 @@ func (t *tokenizer) close() error {
 // in parts, a query reads more postings (each part's floor starts low),
 // about 8 % more at 583,000 chunks, and with the CPUs busy ingesting that
 // costs throughput for nothing.
-func (v *vectors) bm25(q rag.Query, tokens []string, split bool) ([]rag.Hit, map[string]int32) {
+func (v *vectors) bm25(q rag.Query, tokens []string, split bool) []rag.Hit {
 	parts := activeScores.enter(len(v.docRow), split)
-	hits, rows, _ := v.score(q, tokens, true, parts)
+	hits, _ := v.score(q, tokens, true, parts)
 	activeScores.leave()
-	return hits, rows
+	return hits
 }
 
 // activeScores counts the BM25 queries scoring in this process.
@@ -386,10 +386,10 @@ type termStats struct {
 // score is bm25, pruned or not, with the documents in parts scored at
 // once (the same hits either way), and how many postings it scored. The
 // hits' chunks carry their IDs alone (complete reads the rest).
-func (v *vectors) score(q rag.Query, tokens []string, prune bool, parts int) ([]rag.Hit, map[string]int32, int) {
+func (v *vectors) score(q rag.Query, tokens []string, prune bool, parts int) ([]rag.Hit, int) {
 	rows := v.ids.len()
 	if rows == 0 {
-		return nil, nil, 0
+		return nil, 0
 	}
 	n := float64(rows)
 	avgdl := float64(v.tokens) / n
@@ -454,14 +454,11 @@ func (v *vectors) score(q rag.Query, tokens []string, prune bool, parts int) ([]
 	})
 	best = best[:min(q.Limit, len(best))]
 	hits := make([]rag.Hit, len(best))
-	at := make(map[string]int32, len(best))
 	for j, r := range best {
 		s := float64(r.score) / fixedOne
-		id := v.ids.id(r.i)
-		hits[j] = rag.Hit{Chunk: rag.Chunk{ID: id}, Score: s, BM25Score: s}
-		at[id] = int32(r.i)
+		hits[j] = rag.Hit{Chunk: rag.Chunk{ID: v.ids.id(r.i)}, Score: s, BM25Score: s}
 	}
-	return hits, at, scored
+	return hits, scored
 }
 
 // scoreSegment is how many document numbers a part of a query scored in

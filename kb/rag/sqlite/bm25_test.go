@@ -110,10 +110,10 @@ func TestBM25MatchesFTS5(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, rows := v.bm25(q, flat, true)
-				seqs := v.complete(got, rows)
+				got := v.bm25(q, flat, true)
+				seqs := v.complete(got)
 				// Pruned or every posting scored, the same hits.
-				if all, _, _ := v.score(q, flat, false, 1); !sameHits(all, got) {
+				if all, _ := v.score(q, flat, false, 1); !sameHits(all, got) {
 					t.Fatalf("%q limit %d: every posting scored, %d hits, not bm25's %d", q.Text, q.Limit, len(all), len(got))
 				}
 				v.mu.RUnlock()
@@ -538,8 +538,8 @@ func TestBM25PrunesAsIfItScoredAll(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, _, p := v.score(q, flat, true, 1)
-			want, _, a := v.score(q, flat, false, 1)
+			got, p := v.score(q, flat, true, 1)
+			want, a := v.score(q, flat, false, 1)
 			if !sameHits(got, want) {
 				v.mu.RUnlock()
 				t.Fatalf("%s: %q limit %d: pruned, %d hits not the %d of every posting scored", stage, q.Text, q.Limit, len(got), len(want))
@@ -547,7 +547,7 @@ func TestBM25PrunesAsIfItScoredAll(t *testing.T) {
 			// Scored in parts at once, the same again, pruned or not.
 			for _, parts := range []int{2, 3, 4} {
 				for _, prune := range []bool{true, false} {
-					if split, _, _ := v.score(q, flat, prune, parts); !sameHits(split, want) {
+					if split, _ := v.score(q, flat, prune, parts); !sameHits(split, want) {
 						v.mu.RUnlock()
 						t.Fatalf("%s: %q limit %d: in %d parts (pruned %v), %d hits not the %d of one part", stage, q.Text, q.Limit, parts, prune, len(split), len(want))
 					}

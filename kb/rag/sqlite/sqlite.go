@@ -562,8 +562,8 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if err != nil {
 		return nil, err
 	}
-	hits, rows, err := x.keyword(ctx, q, v)
-	seqs := v.complete(hits, rows)
+	hits, err := x.keyword(ctx, q, v)
+	seqs := v.complete(hits)
 	v.mu.RUnlock()
 	if err != nil || q.NoText {
 		return hits, err
@@ -572,37 +572,36 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 }
 
 // keyword is BM25 without reading the texts or the metadata of the chunks
-// it scores in Go (their rows come back instead: vectors.complete); FTS5's
-// ranking returns them complete, with text. v is the client's index,
-// read-locked by the caller (current made sure the FTS table exists).
-func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit, map[string]int32, error) {
+// it scores in Go (their IDs alone: vectors.complete reads the rest);
+// FTS5's ranking returns them complete, with text. v is the client's
+// index, read-locked by the caller (current made sure the FTS table
+// exists).
+func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit, error) {
 	words := Terms(q.Text)
 	if len(words) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	tokens, err := x.s.tok.tokens(ctx, words)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bm25: tokenize the query: %w", err)
+		return nil, fmt.Errorf("bm25: tokenize the query: %w", err)
 	}
 	single := !slices.ContainsFunc(tokens, func(t []string) bool { return len(t) != 1 })
 	kept, err := prune(words, func(i int) (int, error) { return x.wordFreq(ctx, v, words[i], tokens[i]) }, v.ids.len())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if single {
 		flat := make([]string, len(kept))
 		for j, i := range kept {
 			flat[j] = tokens[i][0]
 		}
-		hits, rows := v.bm25(q, flat, !rag.IsBackground(ctx))
-		return hits, rows, nil
+		return v.bm25(q, flat, !rag.IsBackground(ctx)), nil
 	}
 	keptWords := make([]string, len(kept))
 	for j, i := range kept {
 		keptWords[j] = words[i]
 	}
-	hits, err := x.bm25SQL(ctx, q, keptWords)
-	return hits, nil, err
+	return x.bm25SQL(ctx, q, keptWords)
 }
 
 // DocFreqs implements rag.TermCounter, counting as keyword's pruning does
@@ -697,14 +696,13 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 		return nil, err
 	}
 	var kw, vec []rag.Hit
-	var kwRows, vecRows map[string]int32
 	var kwErr, vecErr error
 	var wg sync.WaitGroup
 	if q.Alpha < 1 {
-		wg.Go(func() { kw, kwRows, kwErr = x.keyword(ctx, kwq, v) })
+		wg.Go(func() { kw, kwErr = x.keyword(ctx, kwq, v) })
 	}
 	if q.Alpha > 0 {
-		vec, vecRows, vecErr = v.nearVector(vecq)
+		vec, vecErr = v.nearVector(vecq)
 	}
 	wg.Wait()
 	if err := errors.Join(kwErr, vecErr); err != nil {
@@ -712,7 +710,7 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 		return nil, err
 	}
 	fused := rag.Fuse(kw, vec, q.Alpha, q.Fusion, q.Limit)
-	seqs := v.complete(fused, kwRows, vecRows)
+	seqs := v.complete(fused)
 	v.mu.RUnlock()
 	if q.NoText {
 		return fused, nil

@@ -698,8 +698,8 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 	if err != nil {
 		return nil, err
 	}
-	hits, rows, err := v.nearVector(q)
-	seqs := v.complete(hits, rows)
+	hits, err := v.nearVector(q)
+	seqs := v.complete(hits)
 	v.mu.RUnlock()
 	if err != nil {
 		return nil, err
@@ -707,49 +707,47 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 	return x.withText(ctx, hits, seqs)
 }
 
-// nearVector scores without reading texts: the hits' chunks carry their
-// IDs alone, and each ID's row comes back (complete). The caller holds v's
-// read lock.
-func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, map[string]int32, error) {
+// nearVector scores without reading texts or metadata: the hits' chunks
+// carry their IDs alone (complete). The caller holds v's read lock.
+func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, error) {
 	if len(q.Vector) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	n := v.ids.len()
 	if n == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if len(q.Vector) != v.dim {
-		return nil, nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
+		return nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
 	}
 	parts := activeScans.enter(n, true)
 	best := v.nearest(rag.Normalize(q.Vector), q.Filter, q.Limit, parts).sorted(&v.ids)
 	activeScans.leave()
 	hits := make([]rag.Hit, len(best))
-	rows := make(map[string]int32, len(best))
 	for i, s := range best {
-		id := v.ids.id(s.i)
-		hits[i] = rag.Hit{Chunk: rag.Chunk{ID: id}, Score: float64(s.score), VectorScore: float64(s.score)}
-		rows[id] = int32(s.i)
+		hits[i] = rag.Hit{Chunk: rag.Chunk{ID: v.ids.id(s.i)}, Score: float64(s.score), VectorScore: float64(s.score)}
 	}
-	return hits, rows, nil
+	return hits, nil
 }
 
 // complete reads the metadata of the hits scored here — their chunks carry
-// their IDs alone, rows has each one's row — and returns their chunks'
+// their IDs alone, and no stored chunk lacks a source URN (rag.Chunk's
+// validation) — from the rows their IDs are at, and returns their chunks'
 // row ids for withText. A hybrid search completes only the hits that
 // survive the fusion: of its 450 candidates, fewer than half at the
 // default limit, and reading a hit's metadata is a few cache misses at
-// rows all over the index. Hits in none of rows (FTS5's, complete with
-// their texts) are left as they are. The caller holds v's read lock.
-func (v *vectors) complete(hits []rag.Hit, rows ...map[string]int32) map[string]int64 {
+// rows all over the index. Complete hits (FTS5's, with their texts) are
+// left as they are. The caller holds v's read lock, held since the hits
+// were scored: their rows have not moved.
+func (v *vectors) complete(hits []rag.Hit) map[string]int64 {
 	seqs := make(map[string]int64, len(hits))
 	for i := range hits {
 		h := &hits[i]
-		for _, m := range rows {
-			if r, ok := m[h.Chunk.ID]; ok {
-				h.Chunk, seqs[h.Chunk.ID] = v.chunkAt(int(r), h.Chunk.ID), v.seqs[r]
-				break
-			}
+		if h.Chunk.SourceURN != "" {
+			continue
+		}
+		if r, ok := v.ids.find(h.Chunk.ID); ok {
+			h.Chunk, seqs[h.Chunk.ID] = v.chunkAt(r, h.Chunk.ID), v.seqs[r]
 		}
 	}
 	return seqs
