@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -41,6 +42,66 @@ func TestDotsI8MatchPlainGo(t *testing.T) {
 		}
 	}
 	dotsI8(make([]int16, 16), nil, 16, nil) // no rows: nothing read
+}
+
+// dotsScaled (AVX2 where the CPU has it: four rows at a time, the rest
+// one by one) gives the plain Go loop's float32 scores to the last bit, and
+// the bits of the scores over the threshold, at every stride up to 160 and
+// every row count from 0 to 13 (each remainder of four), at the extremes of
+// int8 and int16, with scales of any size and sign and thresholds among the
+// scores.
+func TestDotsScaledMatchPlainGo(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	for stride := 16; stride <= 160; stride += 16 {
+		for rows := range 14 {
+			q := make([]int16, stride)
+			flat := make([]int8, rows*stride)
+			scales := make([]float32, rows+1) // one past the rows: not read
+			for i := range q {
+				q[i] = int16(r.IntN(65535) - 32767)
+			}
+			for i := range flat {
+				flat[i] = int8(r.IntN(255) - 127)
+			}
+			for i := range scales {
+				scales[i] = float32(r.NormFloat64()) * float32(math.Pow(10, float64(r.IntN(9)-4)))
+			}
+			if rows > 0 {
+				flat[0], q[0] = -127, -32767
+			}
+			want, wantAbove := make([]float32, rows), make([]uint8, rows/4+1)
+			for j := range want {
+				var d [1]int32
+				dotsI8Go(q, flat[j*stride:(j+1)*stride], stride, d[:])
+				want[j] = float32(d[0]) * scales[j]
+			}
+			thrs := []float32{float32(math.Inf(-1)), float32(math.Inf(1)), 0}
+			if rows > 0 {
+				thrs = append(thrs, want[r.IntN(rows)]) // equal: not above
+			}
+			for _, thr := range thrs {
+				clear(wantAbove)
+				for j, s := range want[:rows/4*4] {
+					if s > thr {
+						wantAbove[j/4] |= 1 << (j % 4)
+					}
+				}
+				got, above := make([]float32, rows), make([]uint8, rows/4+1)
+				above[rows/4] = 0xff // past the whole groups: left as it is
+				dotsScaled(q, flat, stride, scales, thr, got, above)
+				for j := range got {
+					if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("stride %d, %d rows, row %d: %v, plain Go %v", stride, rows, j, got[j], want[j])
+					}
+				}
+				wantAbove[rows/4] = 0xff
+				if !slices.Equal(above, wantAbove) {
+					t.Fatalf("stride %d, %d rows, threshold %v: above %08b, want %08b", stride, rows, thr, above, wantAbove)
+				}
+			}
+		}
+	}
 }
 
 // The int8 scan with exact rescoring finds what an exact float32 scan
@@ -205,6 +266,18 @@ func BenchmarkDots(b *testing.B) {
 			for start := 0; start < rows; start += scanBlock {
 				n := min(scanBlock, rows-start)
 				dotsI8(q16, q8[start*stride:(start+n)*stride], stride, ints[:n])
+			}
+		}
+	})
+	scales, above := make([]float32, rows), make([]uint8, scanBlock/4)
+	for j := range scales {
+		scales[j] = r.Float32()
+	}
+	b.Run("int8-scaled", func(b *testing.B) { // the scan's: four rows at a time, float32 scores
+		for b.Loop() {
+			for start := 0; start < rows; start += scanBlock {
+				n := min(scanBlock, rows-start)
+				dotsScaled(q16, q8[start*stride:(start+n)*stride], stride, scales[start:start+n], float32(math.Inf(1)), floats[:n], above)
 			}
 		}
 	})

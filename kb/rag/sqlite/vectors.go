@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -552,7 +553,9 @@ func rescored(limit int) int { return max(160, limit+7*min(limit, 64)) }
 // proportional to the dot product, not equal to it. Candidates above a
 // threshold gather in a buffer; when it is full the best k are selected
 // and the threshold rises to the k-th (cheaper than a heap when many
-// candidates arrive in rising order).
+// candidates arrive in rising order). A block of rows is scored, scaled
+// and compared with the threshold in one call (dotsScaled): this loop
+// visits only the rows over it.
 func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) []scored {
 	bp := scanBuffers.Get().(*[]scored)
 	defer scanBuffers.Put(bp)
@@ -561,21 +564,34 @@ func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) 
 	}
 	buf := (*bp)[: 0 : 4*k]
 	thr := float32(math.Inf(-1))
-	var block [scanBlock]int32
+	var block [scanBlock]float32
+	var above [scanBlock / 4]uint8
+	consider := func(j int, s float32) {
+		if s <= thr || filtered && !f.Matches(v.meta(j)) {
+			return
+		}
+		buf = append(buf, scored{j, s})
+		if len(buf) == cap(buf) {
+			thr = selectBest(buf, k)
+			buf = buf[:k]
+		}
+	}
 	for start := lo; start < hi; start += scanBlock {
 		end := min(start+scanBlock, hi)
-		ints := block[:end-start]
-		dotsI8(q16, v.q8[start*v.stride:end*v.stride], v.stride, ints)
-		for j, d := range ints {
-			s := float32(d) * v.scales[start+j]
-			if s <= thr || filtered && !f.Matches(v.meta(start+j)) {
-				continue
+		scores := block[:end-start]
+		// The rows over the threshold at the block's start, by the bits
+		// of above (a few in a block once the threshold has risen); those
+		// of a last part-group of four checked one by one.
+		dotsScaled(q16, v.q8[start*v.stride:end*v.stride], v.stride, v.scales[start:end], thr, scores, above[:])
+		groups := len(scores) / 4
+		for g, m := range above[:groups] {
+			for ; m != 0; m &= m - 1 {
+				j := 4*g + bits.TrailingZeros8(m)
+				consider(start+j, scores[j])
 			}
-			buf = append(buf, scored{start + j, s})
-			if len(buf) == cap(buf) {
-				thr = selectBest(buf, k)
-				buf = buf[:k]
-			}
+		}
+		for j := 4 * groups; j < len(scores); j++ {
+			consider(start+j, scores[j])
 		}
 	}
 	if len(buf) > k {
@@ -801,6 +817,25 @@ func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs map[string]in
 }
 
 // dotsI8Go is dotsI8 in plain Go.
+// dotsScaledGo sets out[j] to float32(q · rows[j*stride:(j+1)*stride]) ×
+// scales[j] — dotsI8Go's sums, converted and scaled — and, for each whole
+// group g of four rows, bit b of above[g] when out[4g+b] > thr.
+func dotsScaledGo(q []int16, rows []int8, stride int, scales []float32, thr float32, out []float32, above []uint8) {
+	var d [1]int32
+	for j := range out {
+		dotsI8Go(q, rows[j*stride:(j+1)*stride], stride, d[:])
+		out[j] = float32(d[0]) * scales[j]
+	}
+	for g := range len(out) / 4 {
+		above[g] = 0
+		for b, s := range out[4*g : 4*g+4] {
+			if s > thr {
+				above[g] |= 1 << b
+			}
+		}
+	}
+}
+
 func dotsI8Go(q []int16, rows []int8, stride int, out []int32) {
 	for j := range out {
 		row := rows[j*stride : (j+1)*stride]
