@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -447,13 +446,13 @@ func (v *vectors) score(q rag.Query, tokens []string, prune bool, parts int) ([]
 		scored += p.scored
 	}
 	slices.SortFunc(best, func(a, b rankedHit) int {
-		if a.better(b) {
+		if v.better(a, b) {
 			return -1
 		}
 		return 1
 	})
 	best = best[:min(q.Limit, len(best))]
-	hits := make([]rag.Hit, len(best))
+	hits := getHits(len(best))
 	for j, r := range best {
 		s := float64(r.score) / fixedOne
 		hits[j] = rag.Hit{Chunk: rag.Chunk{ID: v.ids.id(r.i)}, Score: s, BM25Score: s}
@@ -524,12 +523,13 @@ func (p *part) consider(row int32, s int64) {
 	if p.filtered && !p.q.Filter.Matches(p.v.meta(int(row))) {
 		return
 	}
-	r := rankedHit{i: int(row), seq: p.v.seqs[row], score: s}
+	r := rankedHit{i: int(row), score: s}
 	if len(p.best) < p.q.Limit {
-		heap.Push(&p.best, r)
-	} else if r.better(p.best[0]) {
+		p.best = append(p.best, r)
+		p.up(len(p.best) - 1)
+	} else if p.v.better(r, p.best[0]) {
 		p.best[0] = r
-		heap.Fix(&p.best, 0)
+		p.down(0)
 	}
 	if p.shared == nil || len(p.best) < p.q.Limit {
 		return
@@ -718,23 +718,50 @@ func putScratch(sc *scratch) {
 	<-scorers
 }
 
-// rankedHit is a BM25 candidate: row i of the vectors, FTS5 row id seq.
+// rankedHit is a BM25 candidate: row i of the vectors.
 type rankedHit struct {
 	i     int
-	seq   int64
 	score int64 // in fixed point
 }
 
-// better orders by score, then by row id (FTS5's order among equals).
-func (r rankedHit) better(o rankedHit) bool {
-	return r.score > o.score || r.score == o.score && r.seq < o.seq
+// better orders by score, then by FTS5 row id (FTS5's order among equals):
+// read only for equal scores (reading every candidate's, at rows all over
+// the index, was a cache miss each: 3 % of the HTTP benchmark's CPU).
+func (v *vectors) better(a, b rankedHit) bool {
+	return a.score > b.score || a.score == b.score && v.seqs[a.i] < v.seqs[b.i]
 }
 
 // ranked is a min-heap: the worst kept candidate on top.
 type ranked []rankedHit
 
-func (h ranked) Len() int           { return len(h) }
-func (h ranked) Less(i, j int) bool { return h[j].better(h[i]) }
-func (h ranked) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *ranked) Push(x any)        { *h = append(*h, x.(rankedHit)) }
-func (h *ranked) Pop() any          { old := *h; x := old[len(old)-1]; *h = old[:len(old)-1]; return x }
+// up and down restore p.best's heap order after its element i was added
+// (up) or replaced (down), as container/heap's Push and Fix do, without
+// an interface call per comparison.
+func (p *part) up(i int) {
+	h := p.best
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !p.v.better(h[parent], h[i]) {
+			return
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
+}
+
+func (p *part) down(i int) {
+	h := p.best
+	for {
+		worst := i
+		for _, c := range [2]int{2*i + 1, 2*i + 2} {
+			if c < len(h) && p.v.better(h[worst], h[c]) {
+				worst = c
+			}
+		}
+		if worst == i {
+			return
+		}
+		h[i], h[worst] = h[worst], h[i]
+		i = worst
+	}
+}
