@@ -19,6 +19,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
@@ -284,23 +285,19 @@ func SideCandidates(limit int, weight float64) int {
 // Fuse merges BM25 and vector results as Weaviate's hybrid search does and
 // returns the best limit hits. Both lists must be best first.
 func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
-	// acc is a hit of either side: where it was first found (bm25[at], or
-	// vector[-at-1]: the hits themselves are copied only for the best
-	// limit), its share of the fused score from each side and each side's
-	// own score.
-	type acc struct {
-		at                  int
-		bm25, vec           float64
-		bm25Score, vecScore float64
+	sc, _ := fuseScratches.Get().(*fuseScratch)
+	if sc == nil {
+		sc = &fuseScratch{merged: map[string]int{}}
 	}
-	hitOf := func(a *acc) *Hit {
+	defer fuseScratches.Put(sc)
+	hitOf := func(a *fuseAcc) *Hit {
 		if a.at >= 0 {
 			return &bm25[a.at]
 		}
 		return &vector[-a.at-1]
 	}
-	merged := make(map[string]int, len(bm25)+len(vector)) // chunk ID → index in accs
-	accs := make([]acc, 0, len(bm25)+len(vector))
+	clear(sc.merged)
+	merged, accs := sc.merged, sc.accs[:0] // chunk ID → index in accs
 	add := func(hits []Hit, weight float64, isVector bool) {
 		lo, hi := scoreRange(hits, isVector)
 		for rank := range hits {
@@ -327,7 +324,7 @@ func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
 					at = -rank - 1
 				}
 				i = len(accs)
-				accs = append(accs, acc{at: at, bm25Score: h.BM25Score, vecScore: h.VectorScore})
+				accs = append(accs, fuseAcc{at: at, bm25Score: h.BM25Score, vecScore: h.VectorScore})
 				merged[h.Chunk.ID] = i
 			}
 			a := &accs[i]
@@ -340,7 +337,8 @@ func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
 	}
 	add(bm25, 1-alpha, false)
 	add(vector, alpha, true)
-	slices.SortStableFunc(accs, func(a, b acc) int {
+	sc.accs = accs
+	slices.SortStableFunc(accs, func(a, b fuseAcc) int {
 		if sa, sb := a.bm25+a.vec, b.bm25+b.vec; sa != sb {
 			return cmp.Compare(sb, sa)
 		}
@@ -354,6 +352,25 @@ func Fuse(bm25, vector []Hit, alpha float64, fusion Fusion, limit int) []Hit {
 	}
 	return out
 }
+
+// fuseAcc is a hit of either side of a fusion: where it was first found
+// (bm25[at], or vector[-at-1]: the hits themselves are copied only for the
+// best limit), its share of the fused score from each side and each side's
+// own score.
+type fuseAcc struct {
+	at                  int
+	bm25, vec           float64
+	bm25Score, vecScore float64
+}
+
+// fuseScratch is a fusion's map and entries, reused by the next (a map of
+// 480 chunk IDs and its entries were a sixth of what a search allocated).
+type fuseScratch struct {
+	merged map[string]int
+	accs   []fuseAcc
+}
+
+var fuseScratches sync.Pool
 
 func scoreRange(hits []Hit, isVector bool) (lo, hi float64) {
 	for i, h := range hits {

@@ -709,7 +709,9 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 		v.mu.RUnlock()
 		return nil, err
 	}
-	fused := rag.Fuse(kw, vec, q.Alpha, q.Fusion, q.Limit)
+	fused := rag.Fuse(kw, vec, q.Alpha, q.Fusion, q.Limit) // copies what it keeps
+	putHits(kw)
+	putHits(vec)
 	seqs := v.complete(fused)
 	v.mu.RUnlock()
 	if q.NoText {

@@ -739,11 +739,31 @@ func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, error) {
 	parts := activeScans.enter(n, true)
 	best := v.nearest(rag.Normalize(q.Vector), q.Filter, q.Limit, parts).sorted(&v.ids)
 	activeScans.leave()
-	hits := make([]rag.Hit, len(best))
+	hits := getHits(len(best))
 	for i, s := range best {
 		hits[i] = rag.Hit{Chunk: rag.Chunk{ID: v.ids.id(s.i)}, Score: float64(s.score), VectorScore: float64(s.score)}
 	}
 	return hits, nil
+}
+
+// hitBuffers hold the slices a hybrid search's two sides return (400 and
+// 80 hits of 208 bytes at the default limit: a fifth of what a search
+// allocated), reused once their fusion has copied the best out.
+var hitBuffers sync.Pool
+
+// getHits returns n hits, each to be set whole, from a reused slice when
+// there is one; putHits gives a slice back that nothing refers to.
+func getHits(n int) []rag.Hit {
+	if p, _ := hitBuffers.Get().(*[]rag.Hit); p != nil && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]rag.Hit, n)
+}
+
+func putHits(hits []rag.Hit) {
+	if cap(hits) > 0 {
+		hitBuffers.Put(&hits)
+	}
 }
 
 // complete reads the metadata of the hits scored here — their chunks carry
