@@ -45,7 +45,8 @@ func TestDotsI8MatchPlainGo(t *testing.T) {
 }
 
 // dotsScaled (AVX2 where the CPU has it: four rows at a time, the rest
-// one by one) gives the plain Go loop's float32 scores to the last bit, and
+// one by one) and dotsScaledGo (where it has not) give the plain Go loop's
+// float32 scores to the last bit, and
 // the bits of the scores over the threshold, at every stride up to 160 and
 // every row count from 0 to 13 (each remainder of four), at the extremes of
 // int8 and int16, with scales of any size and sign and thresholds among the
@@ -87,17 +88,19 @@ func TestDotsScaledMatchPlainGo(t *testing.T) {
 						wantAbove[j/4] |= 1 << (j % 4)
 					}
 				}
-				got, above := make([]float32, rows), make([]uint8, rows/4+1)
-				above[rows/4] = 0xff // past the whole groups: left as it is
-				dotsScaled(q, flat, stride, scales, thr, got, above)
-				for j := range got {
-					if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
-						t.Fatalf("stride %d, %d rows, row %d: %v, plain Go %v", stride, rows, j, got[j], want[j])
-					}
-				}
 				wantAbove[rows/4] = 0xff
-				if !slices.Equal(above, wantAbove) {
-					t.Fatalf("stride %d, %d rows, threshold %v: above %08b, want %08b", stride, rows, thr, above, wantAbove)
+				for name, dots := range map[string]func([]int16, []int8, int, []float32, float32, []float32, []uint8){"dotsScaled": dotsScaled, "dotsScaledGo": dotsScaledGo} {
+					got, above := make([]float32, rows), make([]uint8, rows/4+1)
+					above[rows/4] = 0xff // past the whole groups: left as it is
+					dots(q, flat, stride, scales, thr, got, above)
+					for j := range got {
+						if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+							t.Fatalf("%s: stride %d, %d rows, row %d: %v, plain Go %v", name, stride, rows, j, got[j], want[j])
+						}
+					}
+					if !slices.Equal(above, wantAbove) {
+						t.Fatalf("%s: stride %d, %d rows, threshold %v: above %08b, want %08b", name, stride, rows, thr, above, wantAbove)
+					}
 				}
 			}
 		}
