@@ -364,7 +364,8 @@ type fuseAcc struct {
 }
 
 // fuseScratch is a fusion's map and entries, reused by the next (a map of
-// 480 chunk IDs and its entries were a sixth of what a search allocated).
+// 480 chunk IDs and its entries were 7 % of what the HTTP benchmark's
+// searches allocated at 100,000 chunks).
 type fuseScratch struct {
 	merged map[string]int
 	accs   []fuseAcc
