@@ -29,9 +29,18 @@ func dotsScaled(q []int16, rows []int8, stride int, scales []float32, thr float3
 	if stride%16 != 0 || len(q) < stride || len(rows) < len(out)*stride || len(scales) < len(out) || len(above) < len(out)/4 {
 		panic("sqlite: dotsScaled: bad stride or short vectors")
 	}
-	if hasAVX2 && stride > 0 {
-		dotsScaledAVX2(q, rows, stride, scales, thr, out, above)
+	if !hasAVX2 || stride == 0 {
+		dotsScaledGo(q, rows, stride, scales, thr, out, above)
 		return
 	}
-	dotsScaledGo(q, rows, stride, scales, thr, out, above)
+	// Whole groups of four in the kernel; the last len(out)%4 rows
+	// through dotsI8's, scaled here.
+	whole := len(out) &^ 3
+	dotsScaledAVX2(q, rows, stride, scales, thr, out[:whole], above)
+	var d [3]int32
+	tail := d[:len(out)-whole]
+	dotsI8AVX2(q, rows[whole*stride:], stride, tail)
+	for j, x := range tail {
+		out[whole+j] = float32(x) * scales[whole+j]
+	}
 }

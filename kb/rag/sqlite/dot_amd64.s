@@ -56,11 +56,10 @@ i8done:
 //
 // out[j] = float32(Σ q[i]·rows[j*stride+i]) · scales[j] for every j <
 // len(out): dotsI8's integers, converted and scaled as Go converts and
-// multiplies float32s. Rows go four at a time (the query's block loaded
-// once for four, one reduction for four), the last len(out)%4 alone; bit b
-// of above[g] is set when out[4g+b] > thr, for each whole group g of four.
-// The caller guarantees len(scales) >= len(out) and len(above) >=
-// len(out)/4, as dotsI8 the rest.
+// multiplies float32s, four rows at a time (the query's block loaded once
+// for four, one reduction for four); bit b of above[g] is set when
+// out[4g+b] > thr. The caller guarantees len(out) % 4 == 0, len(scales) >=
+// len(out) and len(above) >= len(out)/4, as dotsI8 the rest.
 TEXT ·dotsScaledAVX2(SB), NOSPLIT, $0-136
 	MOVQ         q_base+0(FP), SI
 	MOVQ         rows_base+24(FP), DI
@@ -73,7 +72,7 @@ TEXT ·dotsScaledAVX2(SB), NOSPLIT, $0-136
 
 four:
 	CMPQ R9, $4
-	JLT  one
+	JLT  done
 	LEAQ (DI)(CX*1), R10
 	LEAQ (R10)(CX*1), R11
 	LEAQ (R11)(CX*1), R12
@@ -120,35 +119,6 @@ fourblock:
 	ADDQ         $16, R8
 	SUBQ         $4, R9
 	JMP          four
-
-one:
-	TESTQ R9, R9
-	JZ    done
-	VPXOR Y0, Y0, Y0
-	XORQ  AX, AX
-
-oneblock:
-	VPMOVSXBW (DI)(AX*1), Y1
-	VPMADDWD  (SI)(AX*2), Y1, Y1
-	VPADDD    Y1, Y0, Y0
-	ADDQ      $16, AX
-	CMPQ      AX, CX
-	JLT       oneblock
-
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0x4e, X0, X1
-	VPADDD       X1, X0, X0
-	VPSHUFD      $0xb1, X0, X1
-	VPADDD       X1, X0, X0
-	VCVTDQ2PS    X0, X0
-	VMULSS       (DX), X0, X0
-	VMOVSS       X0, (R8)
-	ADDQ         CX, DI
-	ADDQ         $4, DX
-	ADDQ         $4, R8
-	DECQ         R9
-	JMP          one
 
 done:
 	VZEROUPPER

@@ -837,7 +837,6 @@ func (x *index) withText(ctx context.Context, hits []rag.Hit, seqs map[string]in
 	return out, nil
 }
 
-// dotsI8Go is dotsI8 in plain Go.
 // dotsScaledGo sets out[j] to float32(q · rows[j*stride:(j+1)*stride]) ×
 // scales[j] — dotsI8Go's sums, converted and scaled — and, for each whole
 // group g of four rows, bit b of above[g] when out[4g+b] > thr.
@@ -857,6 +856,7 @@ func dotsScaledGo(q []int16, rows []int8, stride int, scales []float32, thr floa
 	}
 }
 
+// dotsI8Go is dotsI8 in plain Go.
 func dotsI8Go(q []int16, rows []int8, stride int, out []int32) {
 	for j := range out {
 		row := rows[j*stride : (j+1)*stride]
