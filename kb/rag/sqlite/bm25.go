@@ -86,6 +86,8 @@ type tokenizer struct {
 
 	mu    sync.Mutex
 	known map[string][]string
+
+	classes runeClasses // code points above ASCII, as FTS5 treats them (gotokens.go)
 }
 
 // tokenCacheSize is how many words' tokens are remembered: the
@@ -114,7 +116,7 @@ func (t *tokenizer) tokens(ctx context.Context, words []string) ([][]string, err
 	if len(unknown) == 0 {
 		return out, nil
 	}
-	toks, err := t.tokenize(ctx, unknown)
+	toks, err := t.tokenizeWords(ctx, unknown)
 	if err != nil {
 		return nil, err
 	}
@@ -142,21 +144,29 @@ func (t *tokenizer) tokens(ctx context.Context, words []string) ([][]string, err
 	return out, nil
 }
 
-// textTokens returns each text's FTS5 tokens in order, word by word
-// through tokens' memory: FTS5's unicode61 tokenizer separates at every
-// white space (a token is letters, digits and private-use characters) and
-// the Porter stemmer stems each token alone, so a text's tokens are its
-// white-space separated words' tokens one after another, and only words
-// not seen before go to FTS5. (Tokenizing each chunk's whole text was a
-// sixth of the qualifier's CPU on a real Jira import.)
+// textTokens returns each text's FTS5 tokens in order: made in Go
+// (gotokens.go) from the whole text, or, for a text Go cannot settle
+// (see goWordTokens), word by word through tokens' memory: FTS5's
+// unicode61 tokenizer separates at every white space (a token is letters,
+// digits and private-use characters) and the Porter stemmer stems each
+// token alone, so a text's tokens are its white-space separated words'
+// tokens one after another. (Tokenizing each chunk's whole text with FTS5
+// was a sixth of the qualifier's CPU on a real Jira import.)
 func (t *tokenizer) textTokens(ctx context.Context, texts []string) ([][]string, error) {
 	if len(texts) == 0 {
 		return nil, nil
 	}
-	fields := make([][]string, len(texts))
+	out, err := t.goTokens(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	fields := make(map[int][]string)
 	seen := map[string]bool{}
 	var words []string
 	for i, text := range texts {
+		if out[i] != nil {
+			continue
+		}
 		fields[i] = strings.Fields(text)
 		for _, w := range fields[i] {
 			if !seen[w] {
@@ -164,6 +174,9 @@ func (t *tokenizer) textTokens(ctx context.Context, texts []string) ([][]string,
 				words = append(words, w)
 			}
 		}
+	}
+	if len(fields) == 0 {
+		return out, nil
 	}
 	toks, err := t.tokens(ctx, words)
 	if err != nil {
@@ -173,11 +186,37 @@ func (t *tokenizer) textTokens(ctx context.Context, texts []string) ([][]string,
 	for i, w := range words {
 		of[w] = toks[i]
 	}
-	out := make([][]string, len(texts))
 	for i, fs := range fields {
 		for _, w := range fs {
 			out[i] = append(out[i], of[w]...)
 		}
+	}
+	return out, nil
+}
+
+// tokenizeWords returns each word's tokens: in Go (gotokens.go), or from
+// FTS5 for the words Go cannot settle.
+func (t *tokenizer) tokenizeWords(ctx context.Context, words []string) ([][]string, error) {
+	out, err := t.goTokens(ctx, words)
+	if err != nil {
+		return nil, err
+	}
+	var rest []string
+	var at []int
+	for i, toks := range out {
+		if toks == nil {
+			rest, at = append(rest, words[i]), append(at, i)
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	toks, err := t.tokenize(ctx, rest)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		out[i] = toks[j]
 	}
 	return out, nil
 }

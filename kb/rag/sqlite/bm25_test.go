@@ -345,6 +345,7 @@ func TestTextTokensMatchFTS5(t *testing.T) {
 		"self-contained re-running 3.14159 v2.0.1-rc1 snake_case CamelCaseWord",
 		strings.Repeat("a", 100) + " " + strings.Repeat("backup", 20) + " backups",
 		"", "   ", "\u2028line\u2029para\u0085next",
+		"caf\xe9 au lait\xff running e\u0301te\u0301 words", // not UTF-8: word by word
 	}
 	for _, c := range corpus {
 		texts = append(texts, c.Content)
@@ -705,10 +706,12 @@ func TestLoadReservesItsRows(t *testing.T) {
 
 // The tokenizer remembers words by copies: a word of textTokens is a
 // slice of its text, and a remembered slice kept the whole text in memory.
+// (A text goes word by word when Go cannot tokenize it whole: here, for
+// the byte that is not UTF-8.)
 func TestRememberedWordsDoNotKeepTheirText(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
-	text := strings.Repeat("unremarkable ", 3) + "words of a long chunk text " + strings.Repeat("x", 4096)
+	text := strings.Repeat("unremarkable ", 3) + "words of a long chunk text \xff " + strings.Repeat("x", 4096)
 	if _, err := s.tok.textTokens(t.Context(), []string{text}); err != nil {
 		t.Fatal(err)
 	}
