@@ -131,24 +131,26 @@ func TestArcsSortAsTheirEdgeKeys(t *testing.T) {
 	}
 	for range 200 {
 		end := word()
+		var a adjacency
+		a.reset()
 		var in, out []arc
 		seen := map[arc]bool{}
 		for range 20 {
-			x := arc{intern([]string{"knows", "owns"}[r.IntN(2)]), intern(word())}
+			x := arc{a.typ([]string{"knows", "owns"}[r.IntN(2)]), a.id(word())}
 			if !seen[x] {
 				seen[x] = true
 				in, out = append(in, x), append(out, x)
 			}
 		}
-		slices.SortFunc(in, compareIn(end))
-		slices.SortFunc(out, compareOut)
-		if !slices.IsSortedFunc(in, func(a, b arc) int {
-			return strings.Compare(graph.EdgeKey(a.typ.Value(), a.other.Value(), end), graph.EdgeKey(b.typ.Value(), b.other.Value(), end))
+		slices.SortFunc(in, a.compareIn(end))
+		slices.SortFunc(out, a.compareOut)
+		if !slices.IsSortedFunc(in, func(x, y arc) int {
+			return strings.Compare(graph.EdgeKey(a.typeOf(x), a.otherOf(x), end), graph.EdgeKey(a.typeOf(y), a.otherOf(y), end))
 		}) {
 			t.Fatalf("arcs into %q not in key order: %v", end, in)
 		}
-		if !slices.IsSortedFunc(out, func(a, b arc) int {
-			return strings.Compare(graph.EdgeKey(a.typ.Value(), end, a.other.Value()), graph.EdgeKey(b.typ.Value(), end, b.other.Value()))
+		if !slices.IsSortedFunc(out, func(x, y arc) int {
+			return strings.Compare(graph.EdgeKey(a.typeOf(x), end, a.otherOf(x)), graph.EdgeKey(a.typeOf(y), end, a.otherOf(y)))
 		}) {
 			t.Fatalf("arcs out of %q not in key order: %v", end, out)
 		}

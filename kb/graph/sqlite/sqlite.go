@@ -448,7 +448,7 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 		return func(yield func(graph.Step, error) bool) {
 			for _, f := range frontier {
 				for _, x := range adj.arcs(f, dir == graph.In) {
-					if !yield(graph.Step{Type: x.typ.Value(), Other: x.other.Value()}, nil) {
+					if !yield(graph.Step{Type: adj.typeOf(x), Other: adj.otherOf(x)}, nil) {
 						return
 					}
 				}
@@ -460,8 +460,8 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	var edgeKeys []string
 	for _, k := range keys {
 		for _, x := range adj.arcs(k, false) {
-			if _, reached := depth[x.other.Value()]; reached && (len(q.EdgeTypes) == 0 || slices.Contains(q.EdgeTypes, x.typ.Value())) {
-				edgeKeys = append(edgeKeys, graph.EdgeKey(x.typ.Value(), k, x.other.Value()))
+			if _, reached := depth[adj.otherOf(x)]; reached && (len(q.EdgeTypes) == 0 || slices.Contains(q.EdgeTypes, adj.typeOf(x))) {
+				edgeKeys = append(edgeKeys, graph.EdgeKey(adj.typeOf(x), k, adj.otherOf(x)))
 			}
 		}
 	}
