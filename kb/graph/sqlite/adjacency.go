@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,11 +46,14 @@ type arc struct {
 	typ, other int32
 }
 
-// id returns key's number, numbering it if it has none.
+// id returns key's number, numbering it if it has none. A new key is kept
+// as a copy: a written key may be a slice of a larger text (a mention),
+// which the structure would otherwise keep in memory.
 func (a *adjacency) id(key string) int32 {
 	if n, ok := a.ids[key]; ok {
 		return n
 	}
+	key = strings.Clone(key)
 	n := int32(len(a.keys))
 	a.ids[key] = n
 	a.keys = append(a.keys, key)
