@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jervis-dev/jervis/kb/graph"
 )
@@ -153,6 +154,43 @@ func TestArcsSortAsTheirEdgeKeys(t *testing.T) {
 			return strings.Compare(graph.EdgeKey(a.typeOf(x), end, a.otherOf(x)), graph.EdgeKey(a.typeOf(y), end, a.otherOf(y)))
 		}) {
 			t.Fatalf("arcs out of %q not in key order: %v", end, out)
+		}
+	}
+}
+
+// A key a write numbers is kept as a copy: a key may be a slice of a
+// larger text (a mention found in it), which the structure would
+// otherwise keep in memory.
+func TestAdjacencyKeepsCopiesOfKeys(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := s.For("acme")
+	if _, err := g.Neighbors(ctx, graph.NeighborQuery{Start: []string{"x:0"}, Depth: 1, Limit: 1}); err != nil {
+		t.Fatal(err) // loads the (empty) structure: the writes below change it in place
+	}
+	text := "see person:alice and person:bob in " + strings.Repeat("x", 4096)
+	a, b := text[4:16], text[21:31]
+	if err := g.UpsertNodes(ctx, graph.Node{Key: a, Type: "person"}, graph.Node{Key: b, Type: "person"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.UpsertEdges(ctx, graph.Edge{Type: "knows", From: a, To: b, Confidence: 1, Origin: graph.OriginSyntax, EvidenceChunkIDs: []string{"c1"}}); err != nil {
+		t.Fatal(err)
+	}
+	adj := s.adjacencyOf("acme")
+	adj.mu.RLock()
+	defer adj.mu.RUnlock()
+	if adj.gen < 0 || !adj.hasNode(a) || len(adj.arcs(a, false)) != 1 {
+		t.Fatalf("the writes were not applied in place: gen %d, %v", adj.gen, adj.keys)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.StringData(text)))
+	for _, k := range adj.keys {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(k))); p >= start && p < start+uintptr(len(text)) {
+			t.Fatalf("%q is kept as a slice of its text", k)
 		}
 	}
 }
