@@ -53,14 +53,7 @@ func (a *adjacency) id(key string) int32 {
 	if n, ok := a.ids[key]; ok {
 		return n
 	}
-	key = strings.Clone(key)
-	n := int32(len(a.keys))
-	a.ids[key] = n
-	a.keys = append(a.keys, key)
-	a.node = append(a.node, false)
-	a.out = append(a.out, nil)
-	a.in = append(a.in, nil)
-	return n
+	return a.number(strings.Clone(key))
 }
 
 // idBytes is id of key as bytes: a string is made only for a new key.
@@ -68,7 +61,18 @@ func (a *adjacency) idBytes(key []byte) int32 {
 	if n, ok := a.ids[string(key)]; ok {
 		return n
 	}
-	return a.id(string(key))
+	return a.number(string(key))
+}
+
+// number numbers key, which has no number yet and is the structure's own.
+func (a *adjacency) number(key string) int32 {
+	n := int32(len(a.keys))
+	a.ids[key] = n
+	a.keys = append(a.keys, key)
+	a.node = append(a.node, false)
+	a.out = append(a.out, nil)
+	a.in = append(a.in, nil)
+	return n
 }
 
 // typBytes is typ of name as bytes.

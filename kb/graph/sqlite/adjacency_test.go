@@ -96,11 +96,7 @@ func TestAdjacencyStaysCurrent(t *testing.T) {
 func TestGraphPreload(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	g := s.For("acme")
 	if err := g.UpsertNodes(ctx, graph.Node{Key: "a:1", Type: "a"}, graph.Node{Key: "b:1", Type: "b"}); err != nil {
 		t.Fatal(err)
@@ -164,11 +160,7 @@ func TestArcsSortAsTheirEdgeKeys(t *testing.T) {
 func TestAdjacencyKeepsCopiesOfKeys(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	g := s.For("acme")
 	if _, err := g.Neighbors(ctx, graph.NeighborQuery{Start: []string{"x:0"}, Depth: 1, Limit: 1}); err != nil {
 		t.Fatal(err) // loads the (empty) structure: the writes below change it in place
@@ -193,4 +185,16 @@ func TestAdjacencyKeepsCopiesOfKeys(t *testing.T) {
 			t.Fatalf("%q is kept as a slice of its text", k)
 		}
 	}
+}
+
+// openTemp opens a graph store in a temporary directory, closed with the
+// test.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
