@@ -696,7 +696,9 @@ func TestLoadReservesItsRows(t *testing.T) {
 	v := x.vectorsOf("acme")
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	for name, lc := range map[string][2]int{"ids": {len(v.ids.keys), cap(v.ids.keys)}, "q8": {len(v.q8), cap(v.q8)}, "r8": {len(v.r8), cap(v.r8)},
+	q8, q8Cap := v.q8.size()
+	r8, r8Cap := v.r8.size()
+	for name, lc := range map[string][2]int{"ids": {len(v.ids.keys), cap(v.ids.keys)}, "q8": {q8, q8Cap}, "r8": {r8, r8Cap},
 		"docLen": {len(v.docLen), cap(v.docLen)}, "docRow": {len(v.docRow), cap(v.docRow)}} {
 		if lc[0] == 0 || lc[0] != lc[1] {
 			t.Errorf("%s: %d used of %d", name, lc[0], lc[1])

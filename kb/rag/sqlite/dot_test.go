@@ -114,7 +114,7 @@ func TestDotsScaledMatchPlainGo(t *testing.T) {
 // part or two.
 // rescoreGo is vectors.rescore summed component by component in int64.
 func rescoreGo(v *vectors, q16 []int16, qscale float32, i int) float32 {
-	row, res := v.q8[i*v.stride:i*v.stride+v.dim], v.r8[i*v.dim:(i+1)*v.dim]
+	row, res := v.q8.row(i)[:v.dim], v.r8.row(i)
 	var s, r int64
 	for j := range row {
 		s += int64(q16[j]) * int64(row[j])

@@ -45,9 +45,9 @@ type vectors struct {
 	seqs     []int64
 	tokens   int64  // the rows' lengths summed (postings.docLen: FTS5's counts)
 	stride   int    // int8 row length: dim rounded up to 16
-	q8       []int8 // len(ids)*stride
+	q8       pages // a row per chunk, stride wide (pages.go)
 	scales   []float32
-	r8       []int8    // len(ids)*dim: the residuals of q8 (residual)
+	r8       pages     // a row per chunk, dim wide: the residuals of q8 (residual)
 	metaOf   []rowMeta // per row: its entries in docMetas and refSets
 	docMetas shared[docMeta]
 	refSets  shared[[]string]
@@ -195,8 +195,8 @@ func (v *vectors) chunkAt(i int, id string) rag.Chunk {
 // 2^29) and are the same integers as summed one by one (rescoreGo, tested).
 func (v *vectors) rescore(q16 []int16, qscale float32, i int) float32 {
 	var row, res [1]int32
-	dotsI8(q16, v.q8[i*v.stride:(i+1)*v.stride], v.stride, row[:]) // the padding is zeros on both sides
-	r := v.r8[i*v.dim : (i+1)*v.dim]
+	dotsI8(q16, v.q8.row(i), v.stride, row[:]) // the padding is zeros on both sides
+	r := v.r8.row(i)
 	whole := v.dim / 16 * 16
 	if whole > 0 {
 		dotsI8(q16, r[:whole], whole, res[:])
@@ -250,14 +250,16 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	if v.dim == 0 {
 		v.dim = len(vec)
 		v.stride = (v.dim + 15) / 16 * 16
+		v.q8, v.r8 = newPages(v.stride), newPages(v.dim)
 		if n := cap(v.seqs); n > 0 { // a load reserved room (reserve)
-			v.q8, v.r8 = make([]int8, 0, n*v.stride), make([]int8, 0, n*v.dim)
+			v.q8.reserve(n)
+			v.r8.reserve(n)
 		}
 	}
 	doc, refs := v.addMeta(c)
 	if i, ok := v.ids.find(c.ID); ok {
-		v.scales[i] = quantize(vec, v.q8[i*v.stride:(i+1)*v.stride], 127)
-		residual(vec, v.q8[i*v.stride:], v.scales[i], v.r8[i*v.dim:(i+1)*v.dim])
+		v.scales[i] = quantize(vec, v.q8.row(i), 127)
+		residual(vec, v.q8.row(i), v.scales[i], v.r8.row(i))
 		v.releaseMeta(i)
 		v.metaOf[i] = rowMeta{doc, refs}
 		if terms != nil { // else the same text: the same length
@@ -269,10 +271,9 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	v.ids.add(c.ID)
 	v.seqs = append(v.seqs, seq)
 	v.tokens += int64(length)
-	v.q8 = append(v.q8, make([]int8, v.stride)...)
-	v.scales = append(v.scales, quantize(vec, v.q8[len(v.q8)-v.stride:], 127))
-	v.r8 = append(v.r8, make([]int8, v.dim)...)
-	residual(vec, v.q8[len(v.q8)-v.stride:], v.scales[len(v.scales)-1], v.r8[len(v.r8)-v.dim:])
+	row := v.q8.add()
+	v.scales = append(v.scales, quantize(vec, row, 127))
+	residual(vec, row, v.scales[len(v.scales)-1], v.r8.add())
 	v.metaOf = append(v.metaOf, rowMeta{doc, refs})
 	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
 	v.index(v.ids.len()-1, terms, length)
@@ -293,12 +294,13 @@ func (v *vectors) remove(id string) {
 		v.metaOf[i] = v.metaOf[last]
 		v.docs[i], v.nterms[i] = v.docs[last], v.nterms[last]
 		v.docRow[v.docs[i]] = int32(i)
-		copy(v.r8[i*v.dim:(i+1)*v.dim], v.r8[last*v.dim:])
-		copy(v.q8[i*v.stride:(i+1)*v.stride], v.q8[last*v.stride:])
+		copy(v.r8.row(i), v.r8.row(last))
+		copy(v.q8.row(i), v.q8.row(last))
 	}
 	v.seqs, v.scales = v.seqs[:last], v.scales[:last]
 	v.metaOf = v.metaOf[:last]
-	v.r8, v.q8 = v.r8[:last*v.dim], v.q8[:last*v.stride]
+	v.r8.truncate(last)
+	v.q8.truncate(last)
 	v.docs, v.nterms = v.docs[:last], v.nterms[:last]
 	v.compact()
 }
@@ -399,7 +401,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	defer rows.Close()
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.ids, v.seqs, v.tokens = -1, 0, rowIDs{}, nil, 0
-	v.stride, v.q8, v.scales, v.r8 = 0, nil, nil, nil
+	v.stride, v.q8, v.scales, v.r8 = 0, pages{}, nil, pages{}
 	v.metaOf, v.docMetas, v.refSets = nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
 	v.reserve(n)
@@ -576,13 +578,13 @@ func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) 
 			buf = buf[:k]
 		}
 	}
-	for start := lo; start < hi; start += scanBlock {
-		end := min(start+scanBlock, hi)
+	for start, end := lo, 0; start < hi; start = end {
+		end = min(start+scanBlock, hi, pageEnd(start))
 		scores := block[:end-start]
 		// The rows over the threshold at the block's start, by the bits
 		// of above (a few in a block once the threshold has risen); those
 		// of a last part-group of four checked one by one.
-		dotsScaled(q16, v.q8[start*v.stride:end*v.stride], v.stride, v.scales[start:end], thr, scores, above[:])
+		dotsScaled(q16, v.q8.span(start, end), v.stride, v.scales[start:end], thr, scores, above[:])
 		groups := len(scores) / 4
 		for g, m := range above[:groups] {
 			for ; m != 0; m &= m - 1 {
@@ -967,7 +969,7 @@ func (v *vectors) sample(n int) [][]float32 {
 
 // vector is row i's vector, from its int8 row and residual.
 func (v *vectors) vector(i int) []float32 {
-	row, res := v.q8[i*v.stride:i*v.stride+v.dim], v.r8[i*v.dim:(i+1)*v.dim]
+	row, res := v.q8.row(i)[:v.dim], v.r8.row(i)
 	out := make([]float32, v.dim)
 	for j := range out {
 		out[j] = (float32(row[j]) + float32(res[j])/residualSteps) * v.scales[i]
