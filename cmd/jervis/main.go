@@ -126,6 +126,9 @@ func (a *app) load(cmd *cobra.Command) error {
 	secrets, users := cfg.Secrets(a.environ)
 	a.redactor = redact.New(secrets, users...)
 	a.log = newLogger(a.stderr, cfg.Log, a.redactor)
+	if _, set := config.LookupEnv("GOGC", a.environ); !set {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	if limit, _ := cfg.MemoryLimitBytes(); limit > 0 { // validated
 		debug.SetMemoryLimit(limit)
 		a.log.Debug("memory limit", "bytes", limit)

@@ -296,6 +296,30 @@ func TestCPUProfileFlag(t *testing.T) {
 	}
 }
 
+// gc_percent (here JERVIS_GC_PERCENT) sets how far the heap grows between
+// collections: 50 unless set, left to GOGC when that is set; a bad one is
+// refused, naming the key. Not parallel: the setting is the process's.
+func TestGCPercent(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	data := t.TempDir()
+	for _, c := range []struct {
+		env  []string
+		want int
+	}{{nil, 50}, {[]string{"JERVIS_GC_PERCENT=80"}, 80}, {[]string{"GOGC=200", "JERVIS_GC_PERCENT=80"}, 100}} {
+		debug.SetGCPercent(100)
+		if code, _, errOut := runCLI(t, c.env, "import", "--data", data, "--client", "acme", t.TempDir()); code != 0 && !strings.Contains(errOut, "nothing") {
+			t.Fatalf("%v: exit %d: %s", c.env, code, errOut)
+		}
+		if got := debug.SetGCPercent(100); got != c.want {
+			t.Errorf("%v: GC percent %d, want %d", c.env, got, c.want)
+		}
+	}
+	if code, _, errOut := runCLI(t, []string{"JERVIS_GC_PERCENT=5"}, "import", "--data", data, "--client", "acme", t.TempDir()); code == 0 || !strings.Contains(errOut, "gc_percent") {
+		t.Fatalf("a bad percent: exit %d %q", code, errOut)
+	}
+}
+
 // memory_limit (here JERVIS_MEMORY_LIMIT) sets the runtime's soft memory
 // limit; a bad one is refused, naming the key. Not parallel: the limit is
 // the process's.

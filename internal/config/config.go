@@ -48,16 +48,23 @@ type Config struct {
 	// "800MiB"; "" or "0": none, or GOMEMLIMIT when set): past it the Go
 	// collector runs more often instead of letting the heap grow to twice
 	// what is live (runtime/debug.SetMemoryLimit).
-	MemoryLimit string    `yaml:"memory_limit"`
-	Log         Log       `yaml:"log"`
-	Store       Store     `yaml:"store"`
-	Graph       Graph     `yaml:"graph"`
-	RAG         RAG       `yaml:"rag"`
-	Embedder    Embedder  `yaml:"embedder"`
-	Indexers    Indexers  `yaml:"indexers"`
-	Qualifier   Qualifier `yaml:"qualifier"`
-	Executor    Executor  `yaml:"executor"`
-	API         API       `yaml:"api"`
+	MemoryLimit string `yaml:"memory_limit"`
+	// GCPercent is how far, in percent of what is live, the Go heap grows
+	// before the collector runs (runtime/debug.SetGCPercent; GOGC, when
+	// set, wins). 50 by default, not Go's 100: the heap is mostly the
+	// search index's pointer-free arrays, cheap to collect, and at 100,000
+	// documents 100 let the process grow to about 2.2 times what was live
+	// (BENCHMARKS.md).
+	GCPercent int       `yaml:"gc_percent"`
+	Log       Log       `yaml:"log"`
+	Store     Store     `yaml:"store"`
+	Graph     Graph     `yaml:"graph"`
+	RAG       RAG       `yaml:"rag"`
+	Embedder  Embedder  `yaml:"embedder"`
+	Indexers  Indexers  `yaml:"indexers"`
+	Qualifier Qualifier `yaml:"qualifier"`
+	Executor  Executor  `yaml:"executor"`
+	API       API       `yaml:"api"`
 	// Connections are the sources the pollers watch (file only: no
 	// environment overrides).
 	Connections []Connection `yaml:"connections"`
@@ -217,6 +224,9 @@ type SQLite struct {
 	BusyTimeout time.Duration `yaml:"busy_timeout"`
 }
 
+// DefaultGCPercent is gc_percent's default (Config.GCPercent).
+const DefaultGCPercent = 50
+
 // Default returns the configuration used when nothing is set.
 func Default() Config {
 	return Config{
@@ -224,6 +234,7 @@ func Default() Config {
 		Listen:          "127.0.0.1:8080",
 		Roles:           slices.Clone(Roles),
 		ShutdownTimeout: 10 * time.Second,
+		GCPercent:       DefaultGCPercent,
 		Log:             Log{Level: "info", Format: "text"},
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}, Mongo: Mongo{Timeout: 30 * time.Second}},
 		Graph:           Graph{Backend: "sqlite", Arango: Arango{Database: "jervis", User: "root", Timeout: 30 * time.Second}},

@@ -119,6 +119,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *config.Config) { c.RAG.Backend, c.RAG.Weaviate.URL = "weaviate", "weaviate:8080" }, "rag.weaviate.url"},
 		{func(c *config.Config) { c.ShutdownTimeout = 0 }, "shutdown_timeout"},
 		{func(c *config.Config) { c.MemoryLimit = "1 gigabyte" }, "memory_limit"},
+		{func(c *config.Config) { c.GCPercent = 0 }, "gc_percent"},
+		{func(c *config.Config) { c.GCPercent = 5000 }, "gc_percent"},
 		{func(c *config.Config) { c.DataDir = " " }, "data_dir"},
 	} {
 		c := config.Default()

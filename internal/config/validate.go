@@ -57,6 +57,9 @@ func (c Config) validateProcess(p *problems) {
 	if _, err := c.MemoryLimitBytes(); err != nil {
 		p.add("memory_limit", "%v", err)
 	}
+	if c.GCPercent < 10 || c.GCPercent > 1000 {
+		p.add("gc_percent", "%d is not 10..1000", c.GCPercent)
+	}
 	if c.ShutdownTimeout <= 0 {
 		p.add("shutdown_timeout", "must be positive, got %s", c.ShutdownTimeout)
 	}
