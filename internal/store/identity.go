@@ -87,6 +87,11 @@ type Identities interface {
 	PutIdentityFactSets(ctx context.Context, sets []IdentityFactSet) error
 	// ListIdentityFacts returns every fact of client's sources.
 	ListIdentityFacts(ctx context.Context, client string) ([]IdentityFact, error)
+	// EachIdentityFact calls fn with every fact of client's sources, in
+	// ListIdentityFacts's order (CompareFacts), reading them as it goes
+	// where the backend can (SQLite), so that a pass over all of them does
+	// not hold them all; an error of fn stops it and is returned.
+	EachIdentityFact(ctx context.Context, client string, fn func(IdentityFact) error) error
 	// IdentityFactsOf returns client's facts about refs (at most limit).
 	IdentityFactsOf(ctx context.Context, client string, refs []string, limit int) ([]IdentityFact, error)
 	// PutIdentityDecision records a decision on a pair, replacing an

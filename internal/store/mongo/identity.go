@@ -116,6 +116,22 @@ func (s *Store) ListIdentityFacts(ctx context.Context, client string) ([]store.I
 	return s.findFacts(ctx, bson.M{"client": client})
 }
 
+// EachIdentityFact implements store.Identities. The facts are read whole
+// and sorted here first (as ListIdentityFacts reads them): the order is
+// not one an index of the collection gives.
+func (s *Store) EachIdentityFact(ctx context.Context, client string, fn func(store.IdentityFact) error) error {
+	facts, err := s.ListIdentityFacts(ctx, client)
+	if err != nil {
+		return err
+	}
+	for _, f := range facts {
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type decisionRecord struct {
 	ID     string `bson:"_id"`
 	Client string `bson:"client"`

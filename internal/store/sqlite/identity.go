@@ -88,23 +88,35 @@ func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFa
 }
 
 func (s *Store) factsWhere(ctx context.Context, where string, args ...any) ([]store.IdentityFact, error) {
+	var out []store.IdentityFact
+	err := s.eachFactWhere(ctx, func(f store.IdentityFact) error {
+		out = append(out, f)
+		return nil
+	}, where, args...)
+	return out, err
+}
+
+// eachFactWhere calls fn with each fact matching where, in CompareFacts
+// order (the primary key's, after the client).
+func (s *Store) eachFactWhere(ctx context.Context, fn func(store.IdentityFact) error, where string, args ...any) error {
 	rows, err := s.db.Query(ctx, `SELECT source, ref, kind, value, evidence, seen FROM identity_facts WHERE `+where+
 		` ORDER BY source, ref, kind, value`, args...)
 	if err != nil {
-		return nil, s.db.Explain("list identity facts", err)
+		return s.db.Explain("list identity facts", err)
 	}
 	defer rows.Close()
-	var out []store.IdentityFact
 	for rows.Next() {
 		var f store.IdentityFact
 		var seen int64
 		if err := rows.Scan(&f.Source, &f.Ref, &f.Kind, &f.Value, &f.Evidence, &seen); err != nil {
-			return nil, err
+			return err
 		}
 		f.Seen = sqlitedb.Time(seen)
-		out = append(out, f)
+		if err := fn(f); err != nil {
+			return err
+		}
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // IdentityFactsOf implements store.Identities.
@@ -120,6 +132,12 @@ func (s *Store) IdentityFactsOf(ctx context.Context, client string, refs []strin
 // ListIdentityFacts implements store.Identities.
 func (s *Store) ListIdentityFacts(ctx context.Context, client string) ([]store.IdentityFact, error) {
 	return s.factsWhere(ctx, `client = ?`, client)
+}
+
+// EachIdentityFact implements store.Identities: the facts are read from a
+// cursor as fn takes them.
+func (s *Store) EachIdentityFact(ctx context.Context, client string, fn func(store.IdentityFact) error) error {
+	return s.eachFactWhere(ctx, fn, `client = ?`, client)
 }
 
 // pair orders a decision's two refs, so that (a, b) and (b, a) are one.

@@ -44,6 +44,16 @@ func testIdentities(t *testing.T, s store.Store) {
 	if got := must(s.ListIdentityFacts(c, "globex"))(t); len(got) != 1 {
 		t.Fatalf("globex facts: %+v", got)
 	}
+	// EachIdentityFact gives what ListIdentityFacts lists, in its order,
+	// and stops at fn's error.
+	var each []store.IdentityFact
+	if err := s.EachIdentityFact(c, "acme", func(f store.IdentityFact) error { each = append(each, f); return nil }); err != nil || !store.SameFacts(each, got) {
+		t.Fatalf("each acme fact: %+v, %v; listed %+v", each, err, got)
+	}
+	stop, calls := errors.New("enough"), 0
+	if err := s.EachIdentityFact(c, "acme", func(store.IdentityFact) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+		t.Fatalf("fn's error: %v after %d calls", err, calls)
+	}
 	if got := must(s.IdentityFactsOf(c, "acme", []string{"person:eharris", "person:nobody"}, 10))(t); len(got) != 2 {
 		t.Fatalf("facts of a ref: %+v", got)
 	}

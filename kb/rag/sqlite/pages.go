@@ -6,7 +6,7 @@ package sqlite
 // bytes a chunk) allocated the whole table again (a quarter larger, as
 // append grows) while the old one was still in use: at 583,209 chunks
 // 150 MB at once, which the collector counted as live and doubled into
-// its next heap goal (BENCHMARKS.md, sixteenth round). Only the last page
+// its next heap goal (BENCHMARKS.md, fifteenth round). Only the last page
 // grows, as a slice does, so that a small client's rows take what they
 // need.
 type pages struct {

@@ -43,8 +43,8 @@ type vectors struct {
 	dim      int
 	ids      rowIDs // each row's chunk ID, and each ID's row
 	seqs     []int64
-	tokens   int64  // the rows' lengths summed (postings.docLen: FTS5's counts)
-	stride   int    // int8 row length: dim rounded up to 16
+	tokens   int64 // the rows' lengths summed (postings.docLen: FTS5's counts)
+	stride   int   // int8 row length: dim rounded up to 16
 	q8       pages // a row per chunk, stride wide (pages.go)
 	scales   []float32
 	r8       pages     // a row per chunk, dim wide: the residuals of q8 (residual)
