@@ -172,10 +172,9 @@ func (refs identityRefs) add(f store.IdentityFact) {
 
 // resolve is ResolveIdentities over the facts added.
 func (refs identityRefs) resolve(decisions []store.IdentityDecision) Identities {
-	get := refs.get
 	for _, d := range decisions {
-		get(d.A)
-		get(d.B)
+		refs.get(d.A)
+		refs.get(d.B)
 	}
 	keys := slices.Sorted(maps.Keys(refs))
 
@@ -466,21 +465,31 @@ type ResolvedIdentities struct {
 	Unaliased []string `json:"unaliased,omitempty"`
 }
 
+// ResolveStoredIdentities is ResolveIdentities over client's facts and
+// decisions in st (returned too), the facts taken one at a time
+// (store.EachIdentityFact) rather than held all at once.
+func ResolveStoredIdentities(ctx context.Context, st store.Identities, client string) (Identities, []store.IdentityDecision, error) {
+	refs := identityRefs{}
+	if err := st.EachIdentityFact(ctx, client, func(f store.IdentityFact) error { refs.add(f); return nil }); err != nil {
+		return Identities{}, nil, err
+	}
+	decisions, err := st.ListIdentityDecisions(ctx, client)
+	if err != nil {
+		return Identities{}, nil, err
+	}
+	return refs.resolve(decisions), decisions, nil
+}
+
 // ApplyIdentities resolves a client's identities (ResolveIdentities over
 // its facts and decisions), records the aliases, and merges every alias's
 // node into its canonical node. Idempotent: a repeated pass finds nothing
 // to move; a crash part way is finished by the next.
 func (k *KB) ApplyIdentities(ctx context.Context, client string, st store.Identities) (ResolvedIdentities, error) {
 	var res ResolvedIdentities
-	refs := identityRefs{}
-	if err := st.EachIdentityFact(ctx, client, func(f store.IdentityFact) error { refs.add(f); return nil }); err != nil {
+	var err error
+	if res.Identities, _, err = ResolveStoredIdentities(ctx, st, client); err != nil {
 		return res, err
 	}
-	decisions, err := st.ListIdentityDecisions(ctx, client)
-	if err != nil {
-		return res, err
-	}
-	res.Identities = refs.resolve(decisions)
 	before, err := st.ListAliases(ctx, client)
 	if err != nil {
 		return res, err

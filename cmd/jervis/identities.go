@@ -39,15 +39,10 @@ several accounts, answer to. Nothing of them was merged; a merge or a split deci
 				return err
 			}
 			defer st.Close()
-			facts, err := st.ListIdentityFacts(cmd.Context(), client)
+			res, decisions, err := kb.ResolveStoredIdentities(cmd.Context(), st, client)
 			if err != nil {
 				return err
 			}
-			decisions, err := st.ListIdentityDecisions(cmd.Context(), client)
-			if err != nil {
-				return err
-			}
-			res := kb.ResolveIdentities(facts, decisions)
 			if asJSON {
 				return a.printJSON(res)
 			}

@@ -74,11 +74,3 @@ func (p *pages) truncate(n int) {
 		p.list[keep-1] = p.list[keep-1][:(n-(keep-1)*pageRows)*p.width]
 	}
 }
-
-// size is the int8s the rows hold, and those allocated for them.
-func (p *pages) size() (used, allocated int) {
-	for _, pg := range p.list {
-		used, allocated = used+len(pg), allocated+cap(pg)
-	}
-	return used, allocated
-}

@@ -78,3 +78,11 @@ func TestPagesKeepRowsAcrossPages(t *testing.T) {
 		t.Fatalf("reserved for %d rows: %d of %d int8s used in %d pages", pageRows+300, used, allocated, len(r.list))
 	}
 }
+
+// size is the int8s the rows hold, and those allocated for them.
+func (p *pages) size() (used, allocated int) {
+	for _, pg := range p.list {
+		used, allocated = used+len(pg), allocated+cap(pg)
+	}
+	return used, allocated
+}
