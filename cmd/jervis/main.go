@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jervis-dev/jervis/internal/config"
+	"github.com/jervis-dev/jervis/internal/gctune"
 	"github.com/jervis-dev/jervis/internal/redact"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/mongo"
@@ -127,7 +128,9 @@ func (a *app) load(cmd *cobra.Command) error {
 	a.redactor = redact.New(secrets, users...)
 	a.log = newLogger(a.stderr, cfg.Log, a.redactor)
 	if _, set := config.LookupEnv("GOGC", a.environ); !set {
-		debug.SetGCPercent(cfg.GCPercent)
+		gctune.Start(cfg.GCPercent)
+	} else {
+		gctune.Stop()
 	}
 	if limit, _ := cfg.MemoryLimitBytes(); limit > 0 { // validated
 		debug.SetMemoryLimit(limit)

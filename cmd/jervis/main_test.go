@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jervis-dev/jervis/internal/gctune"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
 )
@@ -296,23 +297,26 @@ func TestCPUProfileFlag(t *testing.T) {
 	}
 }
 
-// gc_percent (here JERVIS_GC_PERCENT) sets how far the heap grows between
-// collections: 50 unless set, left to GOGC when that is set; a bad one is
-// refused, naming the key. Not parallel: the setting is the process's.
+// gc_percent (here JERVIS_GC_PERCENT) is the base of the collector's
+// percent (internal/gctune): 50 unless set; with GOGC set the percent is
+// left to it; a bad one is refused, naming the key. A test's heap is far
+// under gctune.MinHeadroom, so the percent set is 100 whatever the base (150
+// is above it). Not parallel: the setting is the process's.
 func TestGCPercent(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
+	defer gctune.Stop()
 	data := t.TempDir()
 	for _, c := range []struct {
-		env  []string
-		want int
-	}{{nil, 50}, {[]string{"JERVIS_GC_PERCENT=80"}, 80}, {[]string{"GOGC=200", "JERVIS_GC_PERCENT=80"}, 100}} {
-		debug.SetGCPercent(100)
+		env        []string
+		base, want int
+	}{{nil, 50, 100}, {[]string{"JERVIS_GC_PERCENT=80"}, 80, 100}, {[]string{"JERVIS_GC_PERCENT=150"}, 150, 150}, {[]string{"GOGC=200", "JERVIS_GC_PERCENT=80"}, 0, 70}} {
+		debug.SetGCPercent(70)
 		if code, _, errOut := runCLI(t, c.env, "import", "--data", data, "--client", "acme", t.TempDir()); code != 0 && !strings.Contains(errOut, "nothing") {
 			t.Fatalf("%v: exit %d: %s", c.env, code, errOut)
 		}
-		if got := debug.SetGCPercent(100); got != c.want {
-			t.Errorf("%v: GC percent %d, want %d", c.env, got, c.want)
+		if got := debug.SetGCPercent(100); got != c.want || gctune.Base() != c.base {
+			t.Errorf("%v: GC percent %d with base %d, want %d with %d", c.env, got, gctune.Base(), c.want, c.base)
 		}
 	}
 	if code, _, errOut := runCLI(t, []string{"JERVIS_GC_PERCENT=5"}, "import", "--data", data, "--client", "acme", t.TempDir()); code == 0 || !strings.Contains(errOut, "gc_percent") {

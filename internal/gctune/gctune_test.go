@@ -1,0 +1,76 @@
+package gctune
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live uint64
+		base int
+		want int
+	}{
+		{0, 50, 100},          // before the first collection
+		{100 * mib, 50, 100},  // a small heap: Go's default
+		{256 * mib, 50, 100},  // MinHeadroom is all of it
+		{384 * mib, 50, 67},   // 256 MiB of headroom
+		{512 * mib, 50, 50},   // the base from here on
+		{2048 * mib, 50, 50},  //
+		{1024 * mib, 20, 25},  // 256 MiB, above the base
+		{100 * mib, 150, 150}, // a base of 100 or more is left as it is
+		{4096 * mib, 100, 100},
+	} {
+		if got := Percent(c.live, c.base); got != c.want {
+			t.Errorf("Percent(%d MiB, %d) = %d, want %d", c.live/mib, c.base, got, c.want)
+		}
+	}
+}
+
+// Started, the tuner sets the percent at once and again after collections;
+// stopped, it leaves the percent alone. Not parallel: the percent is the
+// process's.
+func TestStartSetsThePercentAfterEachCollection(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	defer Stop()
+
+	debug.SetGCPercent(30)
+	Start(50)
+	if Base() != 50 || Current() != 100 { // a test's heap is far under MinHeadroom
+		t.Fatalf("after Start: base %d, current %d", Base(), Current())
+	}
+	if got := debug.SetGCPercent(30); got != 100 {
+		t.Fatalf("percent %d after Start, want 100", got)
+	}
+	// Something else set 30; the next collections set it back.
+	tuner.mu.Lock()
+	tuner.set = 30
+	tuner.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		runtime.GC()
+		time.Sleep(time.Millisecond) // cleanups run on their own goroutine
+		if Current() == 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no collection set the percent again")
+		}
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("percent %d after collections, want 100", got)
+	}
+
+	Stop()
+	debug.SetGCPercent(30)
+	for range 3 {
+		runtime.GC()
+	}
+	time.Sleep(10 * time.Millisecond)
+	if got := debug.SetGCPercent(100); got != 30 || Base() != 0 || Current() != 0 {
+		t.Fatalf("stopped: percent %d, base %d, current %d; want 30, 0, 0", got, Base(), Current())
+	}
+}
