@@ -50,7 +50,7 @@ func (e *StoreError) Unwrap() error { return e.Err }
 func (in Ingester) Documents(ctx context.Context, client, connection string, docs ...store.Document) ([]Receipt, error) {
 	out := make([]Receipt, 0, len(docs))
 	for _, d := range docs {
-		r, err := in.put(ctx, client, connection, d)
+		r, err := in.Put(ctx, client, connection, d)
 		if err != nil {
 			return out, err
 		}
@@ -64,34 +64,42 @@ func (in Ingester) Documents(ctx context.Context, client, connection string, doc
 // a document that says so (the documents before the break are kept). A
 // type no kind reads is ErrUnsupported, and nothing is stored.
 func (in Ingester) File(ctx context.Context, client, connection, name string, content io.Reader, openErr error) ([]Receipt, error) {
-	if !in.Kinds.Supported(name) {
-		return nil, fmt.Errorf("%w: %s", ErrUnsupported, name)
-	}
 	var out []Receipt
+	err := in.FileDocuments(name, content, openErr, func(d store.Document) error {
+		r, err := in.Put(ctx, client, connection, d)
+		if err == nil {
+			out = append(out, r)
+		}
+		return err
+	})
+	return out, err
+}
+
+// FileDocuments is File's reading half: it gives emit each document of the
+// file as it is parsed, then, when the file could not be opened (openErr)
+// or broke off, a document that says so. An error of emit (a StoreError
+// from Put) stops it and is returned. Someone who stores what emit is
+// given elsewhere (the importer, on a goroutine of its own) must store it
+// with Put, in the order given.
+func (in Ingester) FileDocuments(name string, content io.Reader, openErr error, emit func(store.Document) error) error {
+	if !in.Kinds.Supported(name) {
+		return fmt.Errorf("%w: %s", ErrUnsupported, name)
+	}
 	err := openErr
 	if err == nil {
-		err = in.Kinds.ParseFile(name, content, func(d store.Document) error {
-			r, err := in.put(ctx, client, connection, d)
-			if err == nil {
-				out = append(out, r)
-			}
-			return err
-		})
+		err = in.Kinds.ParseFile(name, content, emit)
 	}
 	var se *StoreError
 	if err == nil || errors.As(err, &se) {
-		return out, err
+		return err
 	}
-	r, perr := in.put(ctx, client, connection, in.Kinds.Unreadable(name, err))
-	if perr != nil {
-		return out, perr
-	}
-	return append(out, r), nil
+	return emit(in.Kinds.Unreadable(name, err))
 }
 
-// put stamps and stores one document; one the store refuses as invalid is
-// stored as unparsable with the reason.
-func (in Ingester) put(ctx context.Context, client, connection string, d store.Document) (Receipt, error) {
+// Put stamps and stores one document; one the store refuses as invalid is
+// stored as unparsable with the reason. A failure of the store is a
+// StoreError.
+func (in Ingester) Put(ctx context.Context, client, connection string, d store.Document) (Receipt, error) {
 	d.Client, d.Connection, d.Priority = client, connection, in.Priority
 	if in.Priority > store.PriorityBulk {
 		ctx = urgency.With(ctx) // a live document's write goes before bulk ones
