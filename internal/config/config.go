@@ -50,7 +50,7 @@ type Config struct {
 	// what is live (runtime/debug.SetMemoryLimit).
 	MemoryLimit string `yaml:"memory_limit"`
 	// GCPercent is how far, in percent of what is live, the Go heap grows
-	// before the collector runs — by at least gctune.MinHeadroom (256 MiB)
+	// before the collector runs — by at least gctune.MinHeadroom (128 MiB)
 	// and by at most what is live, set again after each collection
 	// (internal/gctune; GOGC, when set, wins). 50 by default, not Go's 100:
 	// the heap is mostly the search index's pointer-free arrays, cheap to

@@ -20,9 +20,12 @@ import (
 )
 
 // MinHeadroom is the least the heap may grow by between collections, in
-// bytes: below 2 × MinHeadroom live the percent is above the base, below
-// MinHeadroom live it is 100.
-const MinHeadroom = 256 << 20
+// bytes: below 2 × MinHeadroom live the percent is above a base of 50,
+// below MinHeadroom live it is 100. 128 MiB: the dev corpora's runs (100–150
+// MB live) collect as with Go's default, and the 100,000-document run, whose
+// peak RSS comes while 200–400 MB are live, as with 50 (256 MiB put that
+// peak 77 MiB higher, 956 MiB; BENCHMARKS.md, sixteenth round).
+const MinHeadroom = 128 << 20
 
 // Percent is the collector's percent for live bytes of live heap and a base
 // percent: base of live, but at least MinHeadroom and at most live (100).

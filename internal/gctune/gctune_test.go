@@ -16,11 +16,11 @@ func TestPercent(t *testing.T) {
 	}{
 		{0, 50, 100},          // before the first collection
 		{100 * mib, 50, 100},  // a small heap: Go's default
-		{256 * mib, 50, 100},  // MinHeadroom is all of it
-		{384 * mib, 50, 67},   // 256 MiB of headroom
-		{512 * mib, 50, 50},   // the base from here on
+		{128 * mib, 50, 100},  // MinHeadroom is all of it
+		{192 * mib, 50, 67},   // 128 MiB of headroom
+		{256 * mib, 50, 50},   // the base from here on
 		{2048 * mib, 50, 50},  //
-		{1024 * mib, 20, 25},  // 256 MiB, above the base
+		{512 * mib, 20, 25},   // 128 MiB, above the base
 		{100 * mib, 150, 150}, // a base of 100 or more is left as it is
 		{4096 * mib, 100, 100},
 	} {
