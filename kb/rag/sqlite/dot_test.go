@@ -120,7 +120,7 @@ func rescoreGo(v *vectors, q16 []int16, qscale float32, i int) float32 {
 		s += int64(q16[j]) * int64(row[j])
 		r += int64(q16[j]) * int64(res[j])
 	}
-	return float32((float64(s) + float64(r)/residualSteps) * float64(qscale) * float64(v.scales[i]))
+	return float32((float64(s) + float64(r)/residualSteps) * float64(qscale) * float64(v.q8.scale(i)))
 }
 
 // Rescoring through dotsI8 gives the scores of summing every component

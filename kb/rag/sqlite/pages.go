@@ -7,8 +7,9 @@ package sqlite
 // append grows) while the old one was still in use: at 583,209 chunks
 // 150 MB at once, which the collector counted as live and doubled into
 // its next heap goal (BENCHMARKS.md, fifteenth round). Only the last page
-// grows, as a slice does, so that a small client's rows take what they
-// need.
+// grows, by a quarter at a time, so that a small client's rows take what
+// they need, and an index partitioned into lists (ivf.go), a last page
+// growing in each, wastes little.
 type pages struct {
 	width int      // int8s a row
 	n     int      // rows
@@ -52,8 +53,9 @@ func (p *pages) add() []int8 {
 		p.list = append(p.list, nil)
 	}
 	pg := p.list[k]
-	if len(pg) == cap(pg) { // grows as append would, up to a full page
-		grown := make([]int8, len(pg), min(max(2*cap(pg), 16*p.width), pageRows*p.width))
+	if len(pg) == cap(pg) { // grows by a quarter, up to a full page
+		rows := cap(pg) / p.width
+		grown := make([]int8, len(pg), min(max(rows+rows/4, 16), pageRows)*p.width)
 		copy(grown, pg)
 		pg = grown
 	}

@@ -43,11 +43,11 @@ type vectors struct {
 	dim      int
 	ids      rowIDs // each row's chunk ID, and each ID's row
 	seqs     []int64
-	tokens   int64 // the rows' lengths summed (postings.docLen: FTS5's counts)
-	stride   int   // int8 row length: dim rounded up to 16
-	q8       pages // a row per chunk, stride wide (pages.go)
-	scales   []float32
+	tokens   int64     // the rows' lengths summed (postings.docLen: FTS5's counts)
+	stride   int       // int8 row length: dim rounded up to 16
+	q8       lists     // a row per chunk, stride wide, with its scale, in lists (ivf.go)
 	r8       pages     // a row per chunk, dim wide: the residuals of q8 (residual)
+	tmp8     []int8    // put's scratch row, under mu
 	metaOf   []rowMeta // per row: its entries in docMetas and refSets
 	docMetas shared[docMeta]
 	refSets  shared[[]string]
@@ -205,7 +205,7 @@ func (v *vectors) rescore(q16 []int16, qscale float32, i int) float32 {
 	for j := whole; j < v.dim; j++ {
 		rest += int64(q16[j]) * int64(r[j])
 	}
-	return float32((float64(row[0]) + float64(rest)/residualSteps) * float64(qscale) * float64(v.scales[i]))
+	return float32((float64(row[0]) + float64(rest)/residualSteps) * float64(qscale) * float64(v.q8.scale(i)))
 }
 
 // residualSteps is how many steps of a residual make one step of its
@@ -250,16 +250,18 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	if v.dim == 0 {
 		v.dim = len(vec)
 		v.stride = (v.dim + 15) / 16 * 16
-		v.q8, v.r8 = newPages(v.stride), newPages(v.dim)
+		v.q8.stride, v.r8 = v.stride, newPages(v.dim) // q8 is empty (a load left its minRows)
+		v.tmp8 = make([]int8, v.stride)
 		if n := cap(v.seqs); n > 0 { // a load reserved room (reserve)
 			v.q8.reserve(n)
 			v.r8.reserve(n)
 		}
 	}
 	doc, refs := v.addMeta(c)
+	s := quantize(vec, v.tmp8, 127)
 	if i, ok := v.ids.find(c.ID); ok {
-		v.scales[i] = quantize(vec, v.q8.row(i), 127)
-		residual(vec, v.q8.row(i), v.scales[i], v.r8.row(i))
+		v.q8.set(i, v.tmp8, s)
+		residual(vec, v.tmp8, s, v.r8.row(i))
 		v.releaseMeta(i)
 		v.metaOf[i] = rowMeta{doc, refs}
 		if terms != nil { // else the same text: the same length
@@ -271,9 +273,8 @@ func (v *vectors) put(c rag.Chunk, vec []float32, seq int64, length int32, terms
 	v.ids.add(c.ID)
 	v.seqs = append(v.seqs, seq)
 	v.tokens += int64(length)
-	row := v.q8.add()
-	v.scales = append(v.scales, quantize(vec, row, 127))
-	residual(vec, row, v.scales[len(v.scales)-1], v.r8.add())
+	v.q8.push(v.tmp8, s)
+	residual(vec, v.tmp8, s, v.r8.add())
 	v.metaOf = append(v.metaOf, rowMeta{doc, refs})
 	v.docs, v.nterms = append(v.docs, noDoc), append(v.nterms, 0)
 	v.index(v.ids.len()-1, terms, length)
@@ -288,19 +289,18 @@ func (v *vectors) remove(id string) {
 	v.releaseMeta(i)
 	v.unindex(i)
 	v.ids.remove(i)
+	v.q8.remove(i)
 	last := len(v.seqs) - 1
 	if i != last {
-		v.seqs[i], v.scales[i] = v.seqs[last], v.scales[last]
+		v.seqs[i] = v.seqs[last]
 		v.metaOf[i] = v.metaOf[last]
 		v.docs[i], v.nterms[i] = v.docs[last], v.nterms[last]
 		v.docRow[v.docs[i]] = int32(i)
 		copy(v.r8.row(i), v.r8.row(last))
-		copy(v.q8.row(i), v.q8.row(last))
 	}
-	v.seqs, v.scales = v.seqs[:last], v.scales[:last]
+	v.seqs = v.seqs[:last]
 	v.metaOf = v.metaOf[:last]
 	v.r8.truncate(last)
-	v.q8.truncate(last)
 	v.docs, v.nterms = v.docs[:last], v.nterms[:last]
 	v.compact()
 }
@@ -373,7 +373,7 @@ func termCounts(title, text []string) map[string]float32 {
 func (v *vectors) reserve(n int) {
 	v.ids.reserve(n)
 	v.seqs = make([]int64, 0, n)
-	v.scales, v.metaOf = make([]float32, 0, n), make([]rowMeta, 0, n)
+	v.metaOf = make([]rowMeta, 0, n)
 	v.docs, v.nterms, v.docRow, v.docLen = make([]uint32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
 }
 
@@ -401,7 +401,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	defer rows.Close()
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.ids, v.seqs, v.tokens = -1, 0, rowIDs{}, nil, 0
-	v.stride, v.q8, v.scales, v.r8 = 0, pages{}, nil, pages{}
+	v.stride, v.q8, v.r8 = 0, lists{minRows: v.q8.minRows}, pages{}
 	v.metaOf, v.docMetas, v.refSets = nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
 	v.reserve(n)
@@ -461,8 +461,17 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 		l.fit()
 		v.terms[t] = l
 	}
+	v.retrain()
 	v.gen = gen
 	return nil
+}
+
+// retrain partitions the rows anew when they are due (lists.needsTraining),
+// on a sample of kmeansSample vectors per list.
+func (v *vectors) retrain() {
+	if v.q8.needsTraining() {
+		v.q8.train(v.sample(kmeansSample*listsFor(v.ids.len())), defaultParts())
+	}
 }
 
 type scored struct {
@@ -550,15 +559,15 @@ const scanBlock = 256
 // rescoring was most of such a search.
 func rescored(limit int) int { return max(160, limit+7*min(limit, 64)) }
 
-// scan scores rows [lo, hi) against q (q16: q as int16 at the int8 rows'
-// stride) from the int8 rows and keeps the best k that pass f. Scores are
+// scan scores the rows of spans against q (q16: q as int16 at the int8
+// rows' stride) from the int8 rows and keeps the best k that pass f. Scores are
 // proportional to the dot product, not equal to it. Candidates above a
 // threshold gather in a buffer; when it is full the best k are selected
 // and the threshold rises to the k-th (cheaper than a heap when many
 // candidates arrive in rising order). A block of rows is scored, scaled
 // and compared with the threshold in one call (dotsScaled): this loop
 // visits only the rows over it.
-func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) []scored {
+func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, spans []span, k int) []scored {
 	bp := scanBuffers.Get().(*[]scored)
 	defer scanBuffers.Put(bp)
 	if cap(*bp) < 4*k {
@@ -578,22 +587,27 @@ func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, lo, hi, k int) 
 			buf = buf[:k]
 		}
 	}
-	for start, end := lo, 0; start < hi; start = end {
-		end = min(start+scanBlock, hi, pageEnd(start))
-		scores := block[:end-start]
-		// The rows over the threshold at the block's start, by the bits
-		// of above (a few in a block once the threshold has risen); those
-		// of a last part-group of four checked one by one.
-		dotsScaled(q16, v.q8.span(start, end), v.stride, v.scales[start:end], thr, scores, above[:])
-		groups := len(scores) / 4
-		for g, m := range above[:groups] {
-			for ; m != 0; m &= m - 1 {
-				j := 4*g + bits.TrailingZeros8(m)
-				consider(start+j, scores[j])
+	for _, sp := range spans {
+		list := &v.q8.ls[sp.l]
+		for start, end := sp.lo, 0; start < sp.hi; start = end {
+			end = min(start+scanBlock, sp.hi, pageEnd(start))
+			scores := block[:end-start]
+			rows := list.rows[start:end]
+			// The rows over the threshold at the block's start, by the
+			// bits of above (a few in a block once the threshold has
+			// risen); those of a last part-group of four checked one by
+			// one.
+			dotsScaled(q16, list.q8.span(start, end), v.stride, list.scales[start:end], thr, scores, above[:])
+			groups := len(scores) / 4
+			for g, m := range above[:groups] {
+				for ; m != 0; m &= m - 1 {
+					j := 4*g + bits.TrailingZeros8(m)
+					consider(int(rows[j]), scores[j])
+				}
 			}
-		}
-		for j := 4 * groups; j < len(scores); j++ {
-			consider(start+j, scores[j])
+			for j := 4 * groups; j < len(scores); j++ {
+				consider(int(rows[j]), scores[j])
+			}
 		}
 	}
 	if len(buf) > k {
@@ -642,18 +656,24 @@ func selectBest(xs []scored, k int) float32 {
 }
 
 // nearest returns the best limit rows for the unit vector qv that pass f:
-// the int8 scan (in parts scans at once) picks rescored(limit) candidates,
-// their int8 rows and residuals score them again.
+// the int8 scan (in parts scans at once) of the lists probed (all of them
+// for a filtered search, whose rows may be few in the lists nearest the
+// query) picks rescored(limit) candidates, their int8 rows and residuals
+// score them again.
 func (v *vectors) nearest(qv []float32, f rag.Filter, limit, parts int) topK {
-	n := v.ids.len()
 	filtered := f.Active()
 	q16, qscale := queryI16(qv, v.stride)
 	cands := max(rescored(limit)/parts, limit)
+	spans, total := v.q8.probe(q16, filtered, rescored(limit))
+	if total < splitRows {
+		parts = 1
+		cands = rescored(limit)
+	}
+	groups := split(spans, total, parts)
 	results := make([][]scored, parts)
 	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := p*n/parts, (p+1)*n/parts
-		wg.Go(func() { results[p] = v.scan(q16, f, filtered, lo, hi, cands) })
+	for p, g := range groups {
+		wg.Go(func() { results[p] = v.scan(q16, f, filtered, g, cands) })
 	}
 	wg.Wait()
 	// The candidates of every part, scored again exactly.
@@ -700,8 +720,9 @@ func queryI16(q []float32, stride int) ([]int16, float32) {
 	return out, quantize(q, out, 32767)
 }
 
-// NearVector implements rag.Index: an exact scan, split across the CPUs
-// for large indexes.
+// NearVector implements rag.Index: a scan of every row below ivfMinRows
+// rows (exact), of the lists nearest the query above (ivf.go), split
+// across the CPUs for large indexes.
 func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if x.err != nil {
 		return nil, x.err
@@ -972,7 +993,7 @@ func (v *vectors) vector(i int) []float32 {
 	row, res := v.q8.row(i)[:v.dim], v.r8.row(i)
 	out := make([]float32, v.dim)
 	for j := range out {
-		out[j] = (float32(row[j]) + float32(res[j])/residualSteps) * v.scales[i]
+		out[j] = (float32(row[j]) + float32(res[j])/residualSteps) * v.q8.scale(i)
 	}
 	return out
 }

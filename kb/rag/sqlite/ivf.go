@@ -1,0 +1,412 @@
+package sqlite
+
+import (
+	"cmp"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// lists holds the int8 rows of the vectors, each with its scale, in lists
+// (an inverted file, FAISS's IndexIVFFlat): one list while the index is
+// small, and once it holds ivfMinRows rows, one list per centroid of a
+// k-means of its vectors, each row in the list of the centroid nearest
+// it. A vector search then scans the lists of the centroids nearest the
+// query (probe), a few percent of the rows, instead of all of them: at
+// 583,000 chunks the exhaustive scan was a quarter of a search's CPU.
+//
+// A list keeps its rows contiguous, so a list is scanned as the whole
+// index was (dotsScaled over spans of pages); rows move between lists
+// (an update, a removal, a new training), never between row numbers
+// other than as vectors.remove moves them.
+type lists struct {
+	stride  int
+	minRows int // rows from which the index is partitioned: ivfMinRows unless set (tests)
+	ls      []rowList
+	listOf  []int32 // per row: its list
+	posOf   []int32 // per row: its place in its list
+
+	// The centroids once trained (nil before): unit vectors in int8,
+	// stride each, with their scales, and the number of rows they were
+	// trained on.
+	cents     []int8
+	cscales   []float32
+	trainedAt int
+
+	row16 []int16 // scratch of nearest, under the vectors' write lock
+	out   []int32
+}
+
+// rowList is one list: its rows' int8 copies and scales, contiguous, and
+// the row each entry is.
+type rowList struct {
+	q8     pages
+	scales []float32
+	rows   []int32
+}
+
+// ivfMinRows is how many rows an index needs before it is partitioned:
+// below it an exhaustive scan takes a few milliseconds at most, and every
+// search finds the exact best (the dev corpora's evaluation is below it).
+const ivfMinRows = 100_000
+
+func (ls *lists) len() int { return len(ls.listOf) }
+
+// row is row i's int8 copy, stride long.
+func (ls *lists) row(i int) []int8 { return ls.ls[ls.listOf[i]].q8.row(int(ls.posOf[i])) }
+
+// scale is the scale of row i's int8 copy.
+func (ls *lists) scale(i int) float32 { return ls.ls[ls.listOf[i]].scales[ls.posOf[i]] }
+
+// reserve makes room for n rows in the first list (a load, before any
+// training, puts every row there).
+func (ls *lists) reserve(n int) {
+	ls.listOf, ls.posOf = make([]int32, 0, n), make([]int32, 0, n)
+	if len(ls.ls) == 0 {
+		ls.ls = []rowList{{q8: newPages(ls.stride)}}
+	}
+	l := &ls.ls[0]
+	l.q8.reserve(n)
+	l.scales, l.rows = make([]float32, 0, n), make([]int32, 0, n)
+}
+
+// push adds row len() — row, of scale s — to the list of its nearest
+// centroid.
+func (ls *lists) push(row []int8, s float32) {
+	i := len(ls.listOf)
+	ls.listOf, ls.posOf = append(ls.listOf, 0), append(ls.posOf, 0)
+	ls.place(i, ls.nearest(row), row, s)
+}
+
+// set replaces row i with row, of scale s, moving it to another list when
+// its nearest centroid changed.
+func (ls *lists) set(i int, row []int8, s float32) {
+	l := ls.nearest(row)
+	if l != ls.listOf[i] {
+		ls.drop(i)
+		ls.place(i, l, row, s)
+		return
+	}
+	copy(ls.row(i), row)
+	ls.ls[l].scales[ls.posOf[i]] = s
+}
+
+// remove takes row i out, and gives its number to the last row, as
+// vectors.remove does with every per-row slice.
+func (ls *lists) remove(i int) {
+	ls.drop(i)
+	last := len(ls.listOf) - 1
+	if i != last {
+		ls.listOf[i], ls.posOf[i] = ls.listOf[last], ls.posOf[last]
+		ls.ls[ls.listOf[i]].rows[ls.posOf[i]] = int32(i)
+	}
+	ls.listOf, ls.posOf = ls.listOf[:last], ls.posOf[:last]
+}
+
+// place appends row i to list l.
+func (ls *lists) place(i int, l int32, row []int8, s float32) {
+	if len(ls.ls) == 0 {
+		ls.ls = []rowList{{q8: newPages(ls.stride)}}
+	}
+	list := &ls.ls[l]
+	copy(list.q8.add(), row)
+	list.scales = append(list.scales, s)
+	list.rows = append(list.rows, int32(i))
+	ls.listOf[i], ls.posOf[i] = l, int32(len(list.rows)-1)
+}
+
+// drop takes row i out of its list, the list's last entry taking its
+// place; the row's own listOf and posOf are left for the caller.
+func (ls *lists) drop(i int) {
+	list := &ls.ls[ls.listOf[i]]
+	p, last := int(ls.posOf[i]), len(list.rows)-1
+	if p != last {
+		copy(list.q8.row(p), list.q8.row(last))
+		list.scales[p], list.rows[p] = list.scales[last], list.rows[last]
+		ls.posOf[list.rows[p]] = int32(p)
+	}
+	list.q8.truncate(last)
+	list.scales, list.rows = list.scales[:last], list.rows[:last]
+}
+
+// nearest is the list of the centroid nearest row (0 untrained).
+func (ls *lists) nearest(row []int8) int32 {
+	if ls.cents == nil {
+		return 0
+	}
+	if len(ls.row16) != ls.stride {
+		ls.row16, ls.out = make([]int16, ls.stride), make([]int32, len(ls.cscales))
+	}
+	return ls.assign(row, ls.row16, ls.out)
+}
+
+// assign is the centroid nearest row, with row16 and out as scratch
+// (stride and one per centroid long): the centroid of the highest dot
+// product, row widened to int16 against the int8 centroids.
+func (ls *lists) assign(row []int8, row16 []int16, out []int32) int32 {
+	for j, x := range row {
+		row16[j] = int16(x)
+	}
+	dotsI8(row16, ls.cents, ls.stride, out)
+	best, top := int32(0), float32(math.Inf(-1))
+	for c, d := range out {
+		if s := float32(d) * ls.cscales[c]; s > top {
+			best, top = int32(c), s
+		}
+	}
+	return best
+}
+
+// needsTraining says whether the lists are due for (new) centroids: the
+// index reached ivfMinRows rows, or doubled since they were trained, or
+// fell under half of ivfMinRows (one list again).
+func (ls *lists) needsTraining() bool {
+	n, floor := len(ls.listOf), cmp.Or(ls.minRows, ivfMinRows)
+	if ls.cents == nil {
+		return n >= floor
+	}
+	return n >= 2*ls.trainedAt || n < floor/2
+}
+
+// listsFor is how many lists an index of n rows is partitioned into:
+// about √n/2, so that a list holds about 2√n rows (1,500 at 583,000)
+// and the centroids, scored for every query, cost little beside the
+// lists probed.
+func listsFor(n int) int { return max(16, int(math.Sqrt(float64(n))/2)) }
+
+// kmeansIterations is how many rounds of Lloyd's algorithm train the
+// centroids, and kmeansSample how many points per centroid it trains on.
+const (
+	kmeansIterations = 10
+	kmeansSample     = 32
+)
+
+// train partitions the rows anew: centroids from a k-means of sample (the
+// rows' vectors, a deterministic sample: vectors.sample) — spherical, as
+// rows are compared by dot product — then every row in its nearest
+// centroid's list, with parts goroutines assigning. Under half of
+// ivfMinRows rows it goes back to one list.
+func (ls *lists) train(sample [][]float32, parts int) {
+	n := len(ls.listOf)
+	if n < cmp.Or(ls.minRows, ivfMinRows)/2 || len(sample) == 0 {
+		ls.cents, ls.cscales, ls.trainedAt = nil, nil, 0
+		ls.relayout(nil, 1)
+		return
+	}
+	k := min(listsFor(n), len(sample))
+	ls.cents, ls.cscales = kmeans(sample, k, ls.stride)
+	ls.trainedAt = n
+	assigned := make([]int32, n)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			row16, out := make([]int16, ls.stride), make([]int32, k)
+			for i := p * n / parts; i < (p+1)*n/parts; i++ {
+				assigned[i] = ls.assign(ls.row(i), row16, out)
+			}
+		})
+	}
+	wg.Wait()
+	ls.relayout(assigned, k)
+	ls.row16, ls.out = nil, nil
+}
+
+// relayout moves every row to list assigned[i] (0 when assigned is nil)
+// of k, each list allocated at its size.
+func (ls *lists) relayout(assigned []int32, k int) {
+	n := len(ls.listOf)
+	sizes := make([]int, k)
+	for i := range n {
+		if assigned != nil {
+			sizes[assigned[i]]++
+		} else {
+			sizes[0]++
+		}
+	}
+	next := make([]rowList, k)
+	for l := range next {
+		next[l] = rowList{q8: newPages(ls.stride), scales: make([]float32, 0, sizes[l]), rows: make([]int32, 0, sizes[l])}
+		next[l].q8.reserve(sizes[l])
+	}
+	for i := range n {
+		var l int32
+		if assigned != nil {
+			l = assigned[i]
+		}
+		list := &next[l]
+		copy(list.q8.add(), ls.row(i))
+		list.scales = append(list.scales, ls.scale(i))
+		list.rows = append(list.rows, int32(i))
+	}
+	for l := range next {
+		for p, i := range next[l].rows {
+			ls.listOf[i], ls.posOf[i] = int32(l), int32(p)
+		}
+	}
+	ls.ls = next
+}
+
+// kmeans returns k centroids of points (unit vectors) by Lloyd's
+// algorithm on the sphere — each round every point to the centroid of the
+// highest dot product, each centroid the normalized mean of its points —,
+// in int8 at the given stride with their scales. It starts from k points
+// spread over the sample (the sample is in hash order: no pattern), and a
+// centroid left without points takes the point farthest from its own.
+func kmeans(points [][]float32, k, stride int) ([]int8, []float32) {
+	dim := len(points[0])
+	p16 := make([][]int16, len(points))
+	for i, p := range points {
+		p16[i], _ = queryI16(p, stride)
+	}
+	cents := make([][]float32, k)
+	for c := range cents {
+		cents[c] = slices.Clone(points[c*len(points)/k])
+	}
+	c8, cs := make([]int8, k*stride), make([]float32, k)
+	quantizeAll := func() {
+		for c, v := range cents {
+			cs[c] = quantize(v, c8[c*stride:(c+1)*stride], 127)
+		}
+	}
+	assigned, best := make([]int32, len(points)), make([]float32, len(points))
+	out := make([]int32, k)
+	for range kmeansIterations {
+		quantizeAll()
+		for i, q := range p16 {
+			dotsI8(q, c8, stride, out)
+			assigned[i], best[i] = 0, float32(math.Inf(-1))
+			for c, d := range out {
+				if s := float32(d) * cs[c]; s > best[i] {
+					assigned[i], best[i] = int32(c), s
+				}
+			}
+		}
+		counts := make([]int, k)
+		for c := range cents {
+			clear(cents[c])
+		}
+		for i, p := range points {
+			c := cents[assigned[i]]
+			counts[assigned[i]]++
+			for j, x := range p {
+				c[j] += x
+			}
+		}
+		for c := range cents {
+			if counts[c] == 0 {
+				far := 0
+				for i := range best {
+					if best[i] < best[far] {
+						far = i
+					}
+				}
+				best[far] = float32(math.Inf(1)) // not taken twice
+				copy(cents[c], points[far])
+				continue
+			}
+			normalize(cents[c][:dim])
+		}
+	}
+	quantizeAll()
+	return c8, cs
+}
+
+// normalize scales v to unit length in place (a zero vector stays zero).
+func normalize(v []float32) {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	if s == 0 {
+		return
+	}
+	inv := float32(1 / math.Sqrt(s))
+	for j := range v {
+		v[j] *= inv
+	}
+}
+
+// span is positions [lo, hi) of list l.
+type span struct {
+	l      int32
+	lo, hi int
+}
+
+// probeShare is the share of an index's rows a vector search scans, at
+// the least: the lists of the centroids nearest the query until they hold
+// that many rows (and at least probeMinLists lists, and twice the
+// candidates asked). On the 583,000 chunks of bench --synthetic 100000
+// (GloVe's vectors, 381 lists, the 200 titles' queries) it finds 0.97 of
+// the exact best 10 and 80 in a tenth of the time; a share of 0.06 found
+// 0.94–0.96, 0.03 0.85–0.88 (BENCHMARKS.md).
+const (
+	probeShare    = 0.10
+	probeMinLists = 8
+)
+
+// probe returns the spans a search for q16 scans, whole lists, and how many
+// rows they hold: every list when untrained or exhaustive, else the lists
+// nearest q16 by their centroids.
+func (ls *lists) probe(q16 []int16, exhaustive bool, cands int) ([]span, int) {
+	var spans []span
+	if ls.cents == nil || exhaustive {
+		total := 0
+		for l := range ls.ls {
+			if n := len(ls.ls[l].rows); n > 0 {
+				spans = append(spans, span{int32(l), 0, n})
+				total += n
+			}
+		}
+		return spans, total
+	}
+	k := len(ls.cscales)
+	out := make([]int32, k)
+	dotsI8(q16, ls.cents, ls.stride, out)
+	order := make([]int32, k)
+	for c := range order {
+		order[c] = int32(c)
+	}
+	score := func(c int32) float32 { return float32(out[c]) * ls.cscales[c] }
+	slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(score(b), score(a)) })
+	want := max(int(probeShare*float64(len(ls.listOf))), 2*cands)
+	total := 0
+	for j, c := range order {
+		if j >= probeMinLists && total >= want {
+			break
+		}
+		if n := len(ls.ls[c].rows); n > 0 {
+			spans = append(spans, span{c, 0, n})
+			total += n
+		}
+	}
+	return spans, total
+}
+
+// split divides spans, holding total rows, into parts groups of about
+// equal rows, cutting a span where a group ends.
+func split(spans []span, total, parts int) [][]span {
+	groups := make([][]span, parts)
+	g, room := 0, total/parts+1
+	if parts == 1 {
+		room = total
+	}
+	for _, s := range spans {
+		for s.lo < s.hi {
+			take := min(s.hi-s.lo, room)
+			groups[g] = append(groups[g], span{s.l, s.lo, s.lo + take})
+			s.lo += take
+			if room -= take; room == 0 {
+				g++
+				room = total/parts + 1
+				if g == parts-1 {
+					room = total // the last takes the rest
+				}
+			}
+		}
+	}
+	return groups
+}
+
+// defaultParts is how many goroutines train's assignment runs on.
+func defaultParts() int { return min(runtime.GOMAXPROCS(0), 8) }
