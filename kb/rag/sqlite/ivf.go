@@ -213,31 +213,37 @@ func (ls *lists) train(sample [][]float32, parts int) {
 }
 
 // relayout moves every row to list assigned[i] (0 when assigned is nil)
-// of k, each list allocated at its size.
+// of k, each list allocated at its size. The old lists are read in order
+// and each page let go of once read, so that the rows are held twice only
+// a page at a time, not all of them (65 MB at 583,000 chunks).
 func (ls *lists) relayout(assigned []int32, k int) {
-	n := len(ls.listOf)
-	sizes := make([]int, k)
-	for i := range n {
-		if assigned != nil {
-			sizes[assigned[i]]++
-		} else {
-			sizes[0]++
+	to := func(i int32) int32 {
+		if assigned == nil {
+			return 0
 		}
+		return assigned[i]
+	}
+	sizes := make([]int, k)
+	for i := range ls.listOf {
+		sizes[to(int32(i))]++
 	}
 	next := make([]rowList, k)
 	for l := range next {
 		next[l] = rowList{q8: newPages(ls.stride), scales: make([]float32, 0, sizes[l]), rows: make([]int32, 0, sizes[l])}
 		next[l].q8.reserve(sizes[l])
 	}
-	for i := range n {
-		var l int32
-		if assigned != nil {
-			l = assigned[i]
+	for l := range ls.ls {
+		old := &ls.ls[l]
+		for p, i := range old.rows {
+			list := &next[to(i)]
+			copy(list.q8.add(), old.q8.row(p))
+			list.scales = append(list.scales, old.scales[p])
+			list.rows = append(list.rows, i)
+			if (p+1)%pageRows == 0 || p+1 == len(old.rows) {
+				old.q8.list[p/pageRows] = nil // read: the collector may take it
+			}
 		}
-		list := &next[l]
-		copy(list.q8.add(), ls.row(i))
-		list.scales = append(list.scales, ls.scale(i))
-		list.rows = append(list.rows, int32(i))
+		*old = rowList{}
 	}
 	for l := range next {
 		for p, i := range next[l].rows {
