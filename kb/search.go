@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -406,3 +407,62 @@ func dateOf(c rag.Chunk) *time.Time {
 	t := c.Timestamp.UTC()
 	return &t
 }
+
+// VectorRecall measures the vector side of search against an exact scan:
+// for each query (embedded, the client's common directions removed, as
+// Search does it), the share of the best limit chunks of a scan of every
+// vector that the index's NearVector — which may search a part of them
+// (the embedded index's lists, from 100,000 chunks) — finds too, over all
+// the queries. ok is false where the index has no exact scan.
+func (k *KB) VectorRecall(ctx context.Context, client string, queries []string, limit int) (recall float64, ok bool, err error) {
+	index := k.chunks.For(client)
+	exact, ok := index.(rag.ExactVectorSearcher)
+	if !ok || len(queries) == 0 {
+		return 0, false, nil
+	}
+	vs, err := k.embedder.Embed(ctx, queries)
+	if err != nil {
+		return 0, false, fmt.Errorf("embed queries: %w", err)
+	}
+	found, total := 0, 0
+	for _, v := range vs {
+		qv, err := k.queryVector(ctx, client, v)
+		if err != nil {
+			return 0, false, fmt.Errorf("the client's common directions: %w", err)
+		}
+		q := rag.Query{Vector: qv, Limit: limit}
+		want, err := exact.NearVectorExact(ctx, q)
+		if err != nil {
+			return 0, false, err
+		}
+		got, err := index.NearVector(ctx, q)
+		if err != nil {
+			return 0, false, err
+		}
+		have := make(map[string]bool, len(got))
+		for _, h := range got {
+			have[h.Chunk.ID] = true
+		}
+		// A chunk scoring no more than the last found is as good as it
+		// (texts repeat: many chunks tie, and which of them make the
+		// best limit is arbitrary either way).
+		last := math.Inf(-1)
+		if len(got) == len(want) && len(got) > 0 {
+			last = got[len(got)-1].Score
+		}
+		for _, h := range want {
+			total++
+			if have[h.Chunk.ID] || h.Score <= last+1e-6 {
+				found++
+			}
+		}
+	}
+	if total == 0 {
+		return 0, false, nil
+	}
+	return float64(found) / float64(total), true, nil
+}
+
+// VectorCandidates is how many chunks the vector side of a default search
+// (items, 10 of them, alpha DefaultAlpha) retrieves.
+func VectorCandidates() int { return rag.SideCandidates(max(itemPool, 20*10), DefaultAlpha) }

@@ -312,3 +312,22 @@ func TestSearchItemsLeaveOutLinkContexts(t *testing.T) {
 		t.Errorf("items of kind link %v", got)
 	}
 }
+
+// Below the embedded index's lists' floor every vector search is exact:
+// its recall against the exact scan is 1, over the corpus's own queries.
+func TestVectorRecallOfASmallIndexIsOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	loadCorpus(t, e, "acme")
+	var texts []string
+	for _, q := range readJSON[[]corpusQuery](t, "testdata/search/queries.json") {
+		texts = append(texts, q.Query)
+	}
+	recall, ok, err := e.kb.VectorRecall(t.Context(), "acme", texts, kb.VectorCandidates())
+	if err != nil || !ok || recall != 1 {
+		t.Fatalf("recall %v (measured %v), %v", recall, ok, err)
+	}
+	if n := kb.VectorCandidates(); n != 80 {
+		t.Fatalf("the vector side of a default search retrieves %d chunks, the README says 80", n)
+	}
+}

@@ -53,6 +53,11 @@ type BenchRun struct {
 	// expansion, one client, then 16 at once.
 	Search1  Latency `json:"search1"`
 	Search16 Latency `json:"search16"`
+	// VectorRecall: of the best chunks of an exact scan of every vector,
+	// the share the vector side of search finds (the embedded index's
+	// lists search a part of them from 100,000 chunks), by the same
+	// queries; absent where the chunk store has no exact scan.
+	VectorRecall float64 `json:"vectorRecall,omitempty"`
 	// Memory and disk.
 	PeakRSSBytes     int64   `json:"peakRssBytes"`
 	HeapBytes        uint64  `json:"heapBytes"`
@@ -370,6 +375,11 @@ func (a *app) measureSearches(ctx context.Context, all *embedded.All, run *Bench
 	}
 	if run.Search16, err = searchLatency(ctx, all.KB.KB, queries, 16); err != nil {
 		return err
+	}
+	if recall, ok, err := all.KB.KB.VectorRecall(ctx, benchClient, queries, kb.VectorCandidates()); err != nil {
+		return err
+	} else if ok {
+		run.VectorRecall = recall
 	}
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
@@ -713,6 +723,9 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 		}
 		if st := x.Search1.stagesLine(); st != "" {
 			notes = append(notes, fmt.Sprintf("%s search stages p50 / p99 ms (1 client): %s", name, st))
+		}
+		if x.VectorRecall > 0 {
+			notes = append(notes, fmt.Sprintf("%s vector side: %.3f of an exact scan's best %d found (the same queries)", name, x.VectorRecall, kb.VectorCandidates()))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -39,6 +39,9 @@ func TestBenchCommand(t *testing.T) {
 	if x.Search1.N == 0 || x.Search16.N != 16*x.Search1.N || x.Search16.PerSecond <= 0 {
 		t.Errorf("search %+v %+v", x.Search1, x.Search16)
 	}
+	if x.VectorRecall != 1 { // a small index: every vector search exact
+		t.Errorf("vector recall %v", x.VectorRecall)
+	}
 	// Each search's stages are there, each no longer than the searches.
 	for _, name := range []string{"embed", "retrieve", "feedback", "expand"} {
 		st, ok := x.Search1.Stages[name]
@@ -47,7 +50,7 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 	code, out, errOut = runCLI(t, nil, "bench", "--trickle", "0", "--corpus", jira)
-	for _, want := range []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline", "search stages p50 / p99 ms (1 client): embed"} {
+	for _, want := range []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline", "search stages p50 / p99 ms (1 client): embed", "vector side: 1.000 of an exact scan's best 80"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("table lacks %q (exit %d):\n%s\n%s", want, code, out, errOut)
 		}

@@ -199,6 +199,14 @@ type VectorSampler interface {
 	SampleVectors(ctx context.Context, n int) ([][]float32, error)
 }
 
+// ExactVectorSearcher is an Index whose NearVector may search a part of
+// its vectors (the embedded index's lists, from 100,000 chunks) and that
+// can also scan every one of them: what the part finds is measured
+// against it (jervis bench's vector recall).
+type ExactVectorSearcher interface {
+	NearVectorExact(ctx context.Context, q Query) ([]Hit, error)
+}
+
 // SourceTexter is an Index that can read a source's chunks without their
 // vectors and graph refs, cheaper than SourceChunkIDs and Get.
 type SourceTexter interface {

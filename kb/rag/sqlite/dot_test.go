@@ -214,7 +214,7 @@ func TestQuantizedScanRecall(t *testing.T) {
 			want := exact(qv, k)
 			q16, qscale := queryI16(qv, v.stride)
 			var got []int
-			for _, s := range v.nearest(qv, rag.Filter{}, k, c.parts) {
+			for _, s := range v.nearest(qv, rag.Filter{}, k, c.parts, false) {
 				got = append(got, s.i)
 			}
 			// A row tied with the k-th (the synthetic corpus repeats

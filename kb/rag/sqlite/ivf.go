@@ -341,9 +341,11 @@ type span struct {
 // the least: the lists of the centroids nearest the query until they hold
 // that many rows (and at least probeMinLists lists, and twice the
 // candidates asked). On the 583,000 chunks of bench --synthetic 100000
-// (GloVe's vectors, 381 lists, the 200 titles' queries) it finds 0.97 of
-// the exact best 10 and 80 in a tenth of the time; a share of 0.06 found
-// 0.94–0.96, 0.03 0.85–0.88 (BENCHMARKS.md).
+// (GloVe's vectors, 381 lists) search's own queries — four common
+// directions taken out (kb.queryVector) — find 0.75 of an exact scan's
+// best 80 in a tenth of its time (a fifth of the rows 0.81, three tenths
+// 0.84); queries with only their mean direction taken out 0.97
+// (BENCHMARKS.md, seventeenth round).
 const (
 	probeShare    = 0.10
 	probeMinLists = 8

@@ -704,7 +704,7 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 		wg.Go(func() { kw, kwErr = x.keyword(ctx, kwq, v) })
 	}
 	if q.Alpha > 0 {
-		vec, vecErr = v.nearVector(vecq)
+		vec, vecErr = v.nearVector(vecq, false)
 	}
 	wg.Wait()
 	if err := errors.Join(kwErr, vecErr); err != nil {

@@ -657,14 +657,14 @@ func selectBest(xs []scored, k int) float32 {
 
 // nearest returns the best limit rows for the unit vector qv that pass f:
 // the int8 scan (in parts scans at once) of the lists probed (all of them
-// for a filtered search, whose rows may be few in the lists nearest the
-// query) picks rescored(limit) candidates, their int8 rows and residuals
+// when exact, and for a filtered search, whose rows may be few in the
+// lists nearest the query) picks rescored(limit) candidates, their int8 rows and residuals
 // score them again.
-func (v *vectors) nearest(qv []float32, f rag.Filter, limit, parts int) topK {
+func (v *vectors) nearest(qv []float32, f rag.Filter, limit, parts int, exact bool) topK {
 	filtered := f.Active()
 	q16, qscale := queryI16(qv, v.stride)
 	cands := max(rescored(limit)/parts, limit)
-	spans, total := v.q8.probe(q16, filtered, rescored(limit))
+	spans, total := v.q8.probe(q16, filtered || exact, rescored(limit))
 	if total < splitRows {
 		parts = 1
 		cands = rescored(limit)
@@ -724,6 +724,16 @@ func queryI16(q []float32, stride int) ([]int16, float32) {
 // rows (exact), of the lists nearest the query above (ivf.go), split
 // across the CPUs for large indexes.
 func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
+	return x.nearVectorOf(ctx, q, false)
+}
+
+// NearVectorExact implements rag.ExactVectorSearcher: NearVector scanning
+// every row, whatever the lists.
+func (x *index) NearVectorExact(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
+	return x.nearVectorOf(ctx, q, true)
+}
+
+func (x *index) nearVectorOf(ctx context.Context, q rag.Query, exact bool) ([]rag.Hit, error) {
 	if x.err != nil {
 		return nil, x.err
 	}
@@ -737,7 +747,7 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 	if err != nil {
 		return nil, err
 	}
-	hits, err := v.nearVector(q)
+	hits, err := v.nearVector(q, exact)
 	seqs := v.complete(hits)
 	v.mu.RUnlock()
 	if err != nil {
@@ -748,7 +758,8 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 
 // nearVector scores without reading texts or metadata: the hits' chunks
 // carry their IDs alone (complete). The caller holds v's read lock.
-func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, error) {
+// exact scans every row (NearVectorExact).
+func (v *vectors) nearVector(q rag.Query, exact bool) ([]rag.Hit, error) {
 	if len(q.Vector) == 0 {
 		return nil, nil
 	}
@@ -760,7 +771,7 @@ func (v *vectors) nearVector(q rag.Query) ([]rag.Hit, error) {
 		return nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), v.dim)
 	}
 	parts := activeScans.enter(n, true)
-	best := v.nearest(rag.Normalize(q.Vector), q.Filter, q.Limit, parts).sorted(&v.ids)
+	best := v.nearest(rag.Normalize(q.Vector), q.Filter, q.Limit, parts, exact).sorted(&v.ids)
 	activeScans.leave()
 	hits := getHits(len(best))
 	for i, s := range best {
