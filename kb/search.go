@@ -412,7 +412,7 @@ func dateOf(c rag.Chunk) *time.Time {
 // for each query (embedded, the client's common directions removed, as
 // Search does it), the share of the best limit chunks of a scan of every
 // vector that the index's NearVector — which may search a part of them
-// (the embedded index's lists, from 100,000 chunks) — finds too, over all
+// (the embedded index's lists, ivf.go, when on) — finds too, over all
 // the queries. ok is false where the index has no exact scan.
 func (k *KB) VectorRecall(ctx context.Context, client string, queries []string, limit int) (recall float64, ok bool, err error) {
 	index := k.chunks.For(client)

@@ -55,7 +55,7 @@ type BenchRun struct {
 	Search16 Latency `json:"search16"`
 	// VectorRecall: of the best chunks of an exact scan of every vector,
 	// the share the vector side of search finds (the embedded index's
-	// lists search a part of them from 100,000 chunks), by the same
+	// lists, ivf.go, when on, search a part of them), by the same
 	// queries; absent where the chunk store has no exact scan.
 	VectorRecall float64 `json:"vectorRecall,omitempty"`
 	// Memory and disk.

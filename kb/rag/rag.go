@@ -200,7 +200,7 @@ type VectorSampler interface {
 }
 
 // ExactVectorSearcher is an Index whose NearVector may search a part of
-// its vectors (the embedded index's lists, from 100,000 chunks) and that
+// its vectors (the embedded index's lists, ivf.go, when on) and that
 // can also scan every one of them: what the part finds is measured
 // against it (jervis bench's vector recall).
 type ExactVectorSearcher interface {
