@@ -195,53 +195,47 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	v.order.Lock()
 	defer v.order.Unlock()
 	var gen int64
-	seqs, lens := make([]int64, len(chunks)), make([]int32, len(chunks))
+	seqs := make([]int64, len(chunks))
 	changed := make([]bool, len(chunks)) // new text: new postings
 	err := x.s.db.Write(ctx, "upsert chunks", func(tx sqlitedb.Tx) error {
 		added := 0
 		for i, c := range chunks {
 			refs, _ := json.Marshal(nonNil(c.GraphRefs))
-			var old int64
-			var oldText, oldTitle string
-			err := tx.QueryRowContext(ctx, `SELECT seq, text, title FROM chunks WHERE client = ? AND id = ?`, x.client, c.ID).Scan(&old, &oldText, &oldTitle)
+			// A new chunk (a first ingest: nearly all of them) is inserted
+			// at once; one the client has is read and updated.
+			var seq int64
+			err := tx.QueryRowContext(ctx, `INSERT INTO chunks (client, id, text, title, graph_refs, source_urn, source_type, kind, node_key, ts, vector)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client, id) DO NOTHING RETURNING seq`, x.client, c.ID, c.Text, c.Title, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey,
+				sqlitedb.Micros(c.Timestamp), encode(normalized[i])).Scan(&seq)
 			switch {
-			case err == sql.ErrNoRows:
-				res, err := tx.ExecContext(ctx, `INSERT INTO chunks (client, id, text, title, graph_refs, source_urn, source_type, kind, node_key, ts, vector)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, x.client, c.ID, c.Text, c.Title, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey,
-					sqlitedb.Micros(c.Timestamp), encode(normalized[i]))
-				if err != nil {
-					return err
-				}
-				seq, _ := res.LastInsertId()
+			case err == nil:
 				if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, title, text) VALUES (?, ?, ?)`, seq, c.Title, c.Text); err != nil {
 					return err
 				}
 				seqs[i], changed[i] = seq, true
 				added++
-			case err != nil:
+				continue
+			case err != sql.ErrNoRows:
 				return err
-			default:
-				seqs[i] = old
-				if _, err := tx.ExecContext(ctx, `UPDATE chunks SET text = ?, title = ?, graph_refs = ?, source_urn = ?, source_type = ?, kind = ?, node_key = ?, ts = ?, vector = ?
-					WHERE seq = ?`, c.Text, c.Title, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
+			}
+			var old int64
+			var oldText, oldTitle string
+			if err := tx.QueryRowContext(ctx, `SELECT seq, text, title FROM chunks WHERE client = ? AND id = ?`, x.client, c.ID).Scan(&old, &oldText, &oldTitle); err != nil {
+				return err
+			}
+			seqs[i] = old
+			if _, err := tx.ExecContext(ctx, `UPDATE chunks SET text = ?, title = ?, graph_refs = ?, source_urn = ?, source_type = ?, kind = ?, node_key = ?, ts = ?, vector = ?
+				WHERE seq = ?`, c.Text, c.Title, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
+				return err
+			}
+			if changed[i] = oldText != c.Text || oldTitle != c.Title; changed[i] {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM `+x.table()+` WHERE rowid = ?`, old); err != nil {
 					return err
 				}
-				if changed[i] = oldText != c.Text || oldTitle != c.Title; changed[i] {
-					if _, err := tx.ExecContext(ctx, `DELETE FROM `+x.table()+` WHERE rowid = ?`, old); err != nil {
-						return err
-					}
-					if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, title, text) VALUES (?, ?, ?)`, old, c.Title, c.Text); err != nil {
-						return err
-					}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, title, text) VALUES (?, ?, ?)`, old, c.Title, c.Text); err != nil {
+					return err
 				}
 			}
-		}
-		for i, seq := range seqs {
-			var size []byte
-			if err := tx.QueryRowContext(ctx, `SELECT sz FROM `+x.docsize()+` WHERE id = ?`, seq).Scan(&size); err != nil {
-				return err
-			}
-			lens[i] = rowSize(size)
 		}
 		var err error
 		gen, err = x.bump(ctx, tx, added)
@@ -270,11 +264,13 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if live && tokErr == nil {
 		for i, c := range chunks {
 			var terms map[string]float32
+			var length int32
 			if changed[i] {
-				terms = termCounts(tokens[0], tokens[1])
+				// FTS5's docsize: its tokens, as these are
+				terms, length = termCounts(tokens[0], tokens[1]), int32(len(tokens[0])+len(tokens[1]))
 				tokens = tokens[2:]
 			}
-			v.put(c, normalized[i], seqs[i], lens[i], terms)
+			v.put(c, normalized[i], seqs[i], length, terms)
 		}
 		v.retrain()
 		v.gen = gen
