@@ -198,8 +198,11 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 // tenant is emptied first —; the rest is always embedded. It returns what
 // the chunk store is, in words.
 func (a *app) openMeasured(ctx context.Context, dir, client string) (*embedded.All, string, error) {
-	var b embedded.Backends
+	b := embedded.Backends{VectorLists: a.cfg.RAG.SQLite.VectorLists}
 	chunkStore := "sqlite (embedded)"
+	if b.VectorLists > 0 {
+		chunkStore = fmt.Sprintf("sqlite (embedded, vector lists from %d chunks)", b.VectorLists)
+	}
 	if a.cfg.RAG.Backend == "weaviate" {
 		w := a.cfg.RAG.Weaviate
 		s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout})

@@ -40,9 +40,9 @@ func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error
 // serverBackends builds the configured backends that are servers: ArangoDB
 // for the graph (connected, it must answer), Weaviate for the chunks and
 // Ollama for the embeddings (not contacted here). The others stay nil: the
-// embedded defaults.
+// embedded defaults (the chunk store's vector lists as rag.sqlite says).
 func (a *app) serverBackends(ctx context.Context) (embedded.Backends, error) {
-	var b embedded.Backends
+	b := embedded.Backends{VectorLists: a.cfg.RAG.SQLite.VectorLists}
 	if a.cfg.Graph.Backend == "arango" {
 		c := a.cfg.Graph.Arango
 		password, _ := config.LookupEnv("JERVIS_GRAPH_ARANGO_PASSWORD", a.environ)

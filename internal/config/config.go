@@ -192,8 +192,18 @@ type Arango struct {
 
 // RAG selects the chunk backend (BM25, vectors, hybrid search).
 type RAG struct {
-	Backend  string   `yaml:"backend"` // sqlite (chunks.db in the data directory) or weaviate
-	Weaviate Weaviate `yaml:"weaviate"`
+	Backend  string    `yaml:"backend"` // sqlite (chunks.db in the data directory) or weaviate
+	SQLite   RAGSQLite `yaml:"sqlite"`
+	Weaviate Weaviate  `yaml:"weaviate"`
+}
+
+// RAGSQLite tunes the embedded chunk store (rag.backend sqlite).
+type RAGSQLite struct {
+	// VectorLists is how many chunks a client needs before its vectors are
+	// kept in lists (an inverted file: a search scans the lists nearest
+	// the query, about a tenth of the rows, instead of every row —
+	// approximate, faster); 0, the default: never, every search exact.
+	VectorLists int `yaml:"vector_lists"`
 }
 
 // Embedder selects how chunks and queries become vectors. Changing it on a

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -109,8 +110,15 @@ func (s Graph) validate(p *problems) {
 	}
 }
 
+// MinVectorLists is the fewest chunks rag.sqlite.vector_lists may name:
+// below it a scan of every vector takes well under a millisecond.
+const MinVectorLists = 10_000
+
 // validate checks rag.*.
 func (s RAG) validate(p *problems) {
+	if n := s.SQLite.VectorLists; n != 0 && (n < MinVectorLists || n > math.MaxInt32) {
+		p.add("rag.sqlite.vector_lists", "%d is not 0 (off) or %d..%d", n, MinVectorLists, math.MaxInt32)
+	}
 	switch s.Backend {
 	case "sqlite":
 	case "weaviate":

@@ -44,6 +44,10 @@ type Backends struct {
 	Graph    graph.Store    // default graph.db in the data directory; closed with the KB
 	Chunks   rag.Store      // default chunks.db in the data directory; closed with the KB
 	Embedder embed.Embedder // default GloVe
+	// VectorLists is the embedded chunk store's rag.sqlite.vector_lists:
+	// the chunks from which a client's vectors are kept in lists
+	// (approximate search); 0: never. Ignored when Chunks is given.
+	VectorLists int
 }
 
 // OpenKBWith is OpenKB with some backends given.
@@ -57,10 +61,13 @@ func OpenKBWith(ctx context.Context, dir string, aliases store.Aliases, b Backen
 	}
 	c := b.Chunks
 	if c == nil {
-		if c, err = ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName)); err != nil {
+		s, err := ragsqlite.Open(ctx, filepath.Join(dir, ragsqlite.FileName))
+		if err != nil {
 			g.Close()
 			return nil, err
 		}
+		s.SetVectorLists(b.VectorLists)
+		c = s
 	}
 	e := b.Embedder
 	if e == nil {

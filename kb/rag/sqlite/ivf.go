@@ -22,7 +22,7 @@ import (
 // other than as vectors.remove moves them.
 type lists struct {
 	stride  int
-	minRows int // rows from which the index is partitioned: ivfMinRows unless set (tests)
+	minRows int // rows from which the index is partitioned: ivfMinRows unless set (Store.SetVectorLists)
 	ls      []rowList
 	listOf  []int32 // per row: its list
 	posOf   []int32 // per row: its place in its list
@@ -46,16 +46,16 @@ type rowList struct {
 	rows   []int32
 }
 
-// ivfMinRows is how many rows an index needs before it is partitioned:
-// none reaches it, for now. The lists cut the vector side's CPU tenfold at
-// 583,000 chunks, but on the dev Jira corpus with the floor at 10,000
-// (jervis eval, Jira + Git) search's recall@10 / MRR@10 went 0.669 / 0.436
-// → 0.662 / 0.424 (a tenth of the rows scanned; 0.662 / 0.426 at three
-// tenths) and the vectors alone 0.230 / 0.133 → 0.162 / 0.097: the
+// ivfMinRows is how many rows an index needs before it is partitioned
+// when lists.minRows is not set (Store.SetVectorLists, the configuration's
+// rag.sqlite.vector_lists): never. The lists cut the vector side's CPU
+// tenfold at 583,000 chunks, but on the dev Jira corpus with the floor at
+// 10,000 (jervis eval, Jira + Git) search's recall@10 / MRR@10 went 0.669
+// / 0.436 → 0.662 / 0.424 (a tenth of the rows scanned; 0.662 / 0.426 at
+// three tenths) and the vectors alone 0.230 / 0.133 → 0.162 / 0.097: the
 // partition of the raw vectors serves search's queries (their common
-// directions taken out) badly (BENCHMARKS.md, seventeenth round). Set it
-// to about 100,000 once a partition costs nothing there; tests set
-// lists.minRows.
+// directions taken out) less well than an exact scan (BENCHMARKS.md,
+// seventeenth round), so they are the operator's choice, off by default.
 const ivfMinRows = math.MaxInt32
 
 // row is row i's int8 copy, stride long.

@@ -213,7 +213,7 @@ func TestStorePartitionsItsVectors(t *testing.T) {
 	}
 	defer s.Close()
 	const dim, minRows = 16, 300
-	s.vectorsOf("acme").q8.minRows = minRows
+	s.SetVectorLists(minRows)
 	r := rand.New(rand.NewPCG(9, 10))
 	vecs := map[string][]float32{}
 	var chunks []rag.Chunk
@@ -259,7 +259,7 @@ func TestStorePartitionsItsVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	other.vectorsOf("acme").q8.minRows = minRows
+	other.SetVectorLists(minRows)
 	findsItself(other.For("acme"), "c1", "c351", "c698")
 	if k, trained := lists(other); !trained || k != listsFor(700) {
 		t.Fatalf("loaded 700 chunks: %d lists, trained %v", k, trained)

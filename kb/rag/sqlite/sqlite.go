@@ -68,6 +68,7 @@ type Store struct {
 	fts     sync.Map            // client → true once its FTS table exists
 	df      sync.Map            // client + "\x00" + tokens → docFreq
 	tok     tokenizer
+	lists   int // rows from which a client's vectors are in lists (SetVectorLists); 0: never
 }
 
 // docFreq is a cached document frequency and the client's chunk count when
@@ -83,6 +84,16 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	return &Store{db: db, indexes: map[string]*vectors{}}, nil
+}
+
+// SetVectorLists makes each client's vectors be kept in lists once it has
+// minRows chunks (an inverted file, ivf.go: approximate, a tenth of the
+// rows scanned a search); 0, the default, keeps every search exact. Call
+// it before the first search or write.
+func (s *Store) SetVectorLists(minRows int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lists = max(minRows, 0)
 }
 
 // Ping implements rag.Store.
@@ -104,7 +115,7 @@ func (s *Store) vectorsOf(client string) *vectors {
 	defer s.mu.Unlock()
 	v := s.indexes[client]
 	if v == nil {
-		v = &vectors{gen: -1}
+		v = &vectors{gen: -1, q8: lists{minRows: s.lists}}
 		s.indexes[client] = v
 	}
 	return v
