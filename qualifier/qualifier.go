@@ -560,10 +560,11 @@ func (q *Qualifier) fetchLink(ctx context.Context, t store.Task, url, linkRef st
 }
 
 // isMalformed reports the knowledge base's validation errors: content or a
-// ref it will never accept, so retrying cannot help.
+// ref it will never accept, or chunks its chunk store refuses (vectors of
+// another dimension than the client's), so retrying cannot help.
 func isMalformed(err error) bool {
 	return errors.Is(err, kb.ErrEmptyContent) || errors.Is(err, kb.ErrBinary) || errors.Is(err, kb.ErrTooLarge) ||
-		errors.Is(err, kb.ErrBadRef) || errors.Is(err, store.ErrInvalid) || errors.Is(err, graph.ErrInvalid)
+		errors.Is(err, kb.ErrBadRef) || errors.Is(err, store.ErrInvalid) || errors.Is(err, graph.ErrInvalid) || errors.Is(err, rag.ErrInvalid)
 }
 
 // mentionNamespaces are the namespaces whose type:id mentions in prose

@@ -18,6 +18,7 @@ import (
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/kb/graph"
+	"github.com/jervis-dev/jervis/kb/rag"
 	"github.com/jervis-dev/jervis/pollers/git"
 	"github.com/jervis-dev/jervis/pollers/kinds"
 	"github.com/jervis-dev/jervis/qualifier"
@@ -293,6 +294,39 @@ func TestQualifyKeepsTheDocumentWhenOneRelationCannotBeStored(t *testing.T) {
 	if failed.State != store.TaskFailed || failed.Attempts != 1 || failed.LastError == nil || failed.LastError.Class != "malformed_input" || failed.LastError.Recoverable {
 		t.Fatalf("binary content: %s after %d attempts, %+v", failed.State, failed.Attempts, failed.LastError)
 	}
+}
+
+// A client whose chunks another embedder wrote (vectors of another
+// dimension: the embedder changed without a wipe) cannot take this one's:
+// the task fails at once, permanently, as malformed_input, saying what to
+// do — not retried as if the store were down, and no panic.
+func TestQualifyFailsPermanentlyOnAnotherEmbeddersChunks(t *testing.T) {
+	t.Parallel()
+	all := embeddedtest.Open(t, "")
+	e := env{st: all.Store, graph: all.Graph, kb: all.KB.KB}
+	ctx := t.Context()
+	if err := all.Chunks.For("acme").Upsert(ctx, rag.Chunk{ID: "old", Text: "written by a 16-dimension model", SourceURN: "urn:old", Vector: make16()}); err != nil {
+		t.Fatal(err)
+	}
+	doc, _, err := e.st.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceJira, ExternalID: "TIM-9", Raw: []byte("TIM-9"),
+		Normalized: store.Normalized{Title: "TIM-9: Build fails", Body: "The build fails on the release branch.", Metadata: map[string]any{"key": "TIM-9"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, e, nil)
+	task, _ := e.st.GetTask(ctx, "acme", store.TaskID(doc.ID, store.KindData, ""))
+	if task.State != store.TaskFailed || task.Attempts != 1 || task.LastError == nil || task.LastError.Class != "malformed_input" ||
+		task.LastError.Recoverable || !strings.Contains(task.LastError.Message, "reprocess the client with a wipe") {
+		t.Fatalf("task %s after %d attempts, %+v", task.State, task.Attempts, task.LastError)
+	}
+}
+
+func make16() []float32 {
+	v := make([]float32, 16)
+	for i := range v {
+		v[i] = float32(i + 1)
+	}
+	return v
 }
 
 // With possible duplicates on, an issue like an earlier one is joined to

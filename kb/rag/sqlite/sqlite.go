@@ -184,6 +184,23 @@ func (x *index) bump(ctx context.Context, tx sqlitedb.Tx, delta int) (int64, err
 	return gen, err
 }
 
+// sameDimension fails with rag.ErrInvalid when the client's chunks have
+// vectors of another dimension than dim (id's): vectors of two embedders
+// do not compare, and a search could not scan them as one index.
+func (x *index) sameDimension(ctx context.Context, tx sqlitedb.Tx, id string, dim int) error {
+	var size int
+	err := tx.QueryRowContext(ctx, `SELECT length(vector) FROM chunks WHERE client = ? LIMIT 1`, x.client).Scan(&size)
+	switch {
+	case err == sql.ErrNoRows:
+		return nil
+	case err != nil:
+		return err
+	case size/4 != dim:
+		return fmt.Errorf("%w: chunk %s vector: %d dimensions, the client's chunks have %d (embedded by another model? reprocess the client with a wipe)", rag.ErrInvalid, id, dim, size/4)
+	}
+	return nil
+}
+
 // Upsert implements rag.Index.
 func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if x.err != nil {
@@ -192,7 +209,8 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if len(chunks) == 0 {
 		return nil
 	}
-	if _, err := rag.ValidateBatch(chunks); err != nil {
+	dim, err := rag.ValidateBatch(chunks)
+	if err != nil {
 		return err
 	}
 	if err := x.ensureFTS(ctx); err != nil {
@@ -208,7 +226,10 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	var gen int64
 	seqs := make([]int64, len(chunks))
 	changed := make([]bool, len(chunks)) // new text: new postings
-	err := x.s.db.Write(ctx, "upsert chunks", func(tx sqlitedb.Tx) error {
+	err = x.s.db.Write(ctx, "upsert chunks", func(tx sqlitedb.Tx) error {
+		if err := x.sameDimension(ctx, tx, chunks[0].ID, dim); err != nil {
+			return err
+		}
 		added := 0
 		for i, c := range chunks {
 			refs, _ := json.Marshal(nonNil(c.GraphRefs))

@@ -417,6 +417,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 		title, text string
 	}
 	var batch []loaded
+	dim := 0
 	flush := func() error {
 		texts := make([]string, 0, 2*len(batch))
 		for _, l := range batch {
@@ -445,6 +446,13 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 		}
 		l.c.Timestamp = sqlitedb.Time(ts)
 		l.vec, l.size = decode(blob), rowSize(size)
+		// Written before Upsert checked dimensions, a client's chunks may
+		// hold vectors of two embedders: no index scans them as one.
+		if dim == 0 {
+			dim = len(l.vec)
+		} else if len(l.vec) != dim {
+			return fmt.Errorf("chunk %s vector: %d dimensions, the client's other chunks have %d (embedded by another model: reprocess the client with a wipe)", l.c.ID, len(l.vec), dim)
+		}
 		if batch = append(batch, l); len(batch) == loadBatch {
 			if err := flush(); err != nil {
 				return err
