@@ -285,6 +285,16 @@ func testNearVector(t *testing.T, s rag.Store) {
 	if _, err := x.NearVector(ctx, rag.Query{Vector: []float32{1, 2, 3}}); !errors.Is(err, rag.ErrInvalid) {
 		t.Fatalf("wrong dimension: %v", err)
 	}
+	// A chunk of another dimension (another embedder's) is refused as
+	// invalid, and the index answers as before.
+	if err := x.Upsert(ctx, rag.Chunk{ID: "c-odd", Text: "another model's vector", SourceURN: "urn:odd", Vector: []float32{1, 2, 3}}); !errors.Is(err, rag.ErrInvalid) {
+		t.Fatalf("a chunk of another dimension: %v", err)
+	}
+	again, err := x.NearVector(ctx, rag.Query{Vector: []float32{0.9, 0.5, 0, 0}, Limit: 2})
+	check(t, err)
+	if !slices.Equal(ids(again), ids(hits)) {
+		t.Fatalf("after a refused chunk: %+v", again)
+	}
 }
 
 func testHybrid(t *testing.T, s rag.Store) {
