@@ -1,4 +1,4 @@
-package kb
+package rag
 
 import (
 	"math"
@@ -23,7 +23,7 @@ func TestDominantDirections(t *testing.T) {
 		v[2] *= 3
 		vecs = append(vecs, v)
 	}
-	dirs := dominantDirections(vecs, dim, 2)
+	dirs := DominantDirections(vecs, dim, 2)
 	if len(dirs) != 2 {
 		t.Fatalf("%d directions, want 2", len(dirs))
 	}
@@ -36,7 +36,7 @@ func TestDominantDirections(t *testing.T) {
 		t.Errorf("directions not orthogonal: %g", d)
 	}
 	q := []float32{1, 1, 1, 1, 1, 1, 1, 1}
-	out := removeDirections(q, dirs)
+	out := RemoveDirections(q, dirs)
 	n := 0.0
 	for _, x := range out {
 		n += float64(x) * float64(x)
@@ -58,11 +58,11 @@ func TestDominantDirections(t *testing.T) {
 	for range 100 {
 		flat = append(flat, []float32{float32(rng.NormFloat64()), float32(rng.NormFloat64()), 0, 0})
 	}
-	if got := dominantDirections(flat, 4, 3); len(got) != 2 {
+	if got := DominantDirections(flat, 4, 3); len(got) != 2 {
 		t.Errorf("vectors on a plane: %d directions, want 2", len(got))
 	}
 	// A query made of the directions alone is kept as it is.
-	if got := removeDirections([]float32{0, 0, 0, 0, 0, 1, 0, 0}, [][]float64{{0, 0, 0, 0, 0, 1, 0, 0}}); got[5] != 1 {
+	if got := RemoveDirections([]float32{0, 0, 0, 0, 0, 1, 0, 0}, [][]float64{{0, 0, 0, 0, 0, 1, 0, 0}}); got[5] != 1 {
 		t.Errorf("a query along the only direction: %v, want it unchanged", got)
 	}
 }
@@ -88,6 +88,6 @@ func BenchmarkDominantDirections(b *testing.B) {
 		vecs[i] = v
 	}
 	for b.Loop() {
-		dominantDirections(vecs, 100, 4)
+		DominantDirections(vecs, 100, 4)
 	}
 }
