@@ -62,7 +62,9 @@ type KB struct {
 	common   commons              // the clients' common directions (commons.go)
 }
 
-// New returns a KB.
+// New returns a KB. A chunk store that builds an approximate vector index
+// (rag.QuerySpace) is told how many common directions search takes out of
+// a query (embed.CommonRemover; queryVector).
 func New(cfg Config) *KB {
 	k := &KB{
 		graph: cfg.Graph, chunks: cfg.Chunks, embedder: cfg.Embedder, resolver: NewResolver(cfg.Aliases),
@@ -74,6 +76,11 @@ func New(cfg Config) *KB {
 	}
 	if words != nil {
 		k.weigh = words.WordWeight
+	}
+	if qs, ok := cfg.Chunks.(rag.QuerySpace); ok {
+		if cr, ok := cfg.Embedder.(embed.CommonRemover); ok {
+			qs.SetCommonComponents(cr.CommonComponents())
+		}
 	}
 	return k
 }

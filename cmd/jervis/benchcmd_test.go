@@ -81,7 +81,8 @@ func TestBenchSyntheticAndBackend(t *testing.T) {
 		t.Errorf("run %+v", x)
 	}
 	// rag.sqlite.vector_lists reaches the measured chunk store, which the
-	// report names (30 documents are far under it: every search exact).
+	// report names (30 documents are far under it: every search exact),
+	// and 0, the default, names none.
 	code, out, errOut = runCLI(t, []string{"JERVIS_RAG_SQLITE_VECTOR_LISTS=10000"}, "bench", "--json", "--trickle", "0", "--synthetic", "30")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

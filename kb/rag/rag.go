@@ -188,6 +188,13 @@ type TermCounter interface {
 	DocFreqs(ctx context.Context, words []string) (counts []int, total int, err error)
 }
 
+// QuerySpace is a Store told that search takes the k dominant directions of
+// a client's vectors out of each query's vector (embed.CommonRemover), so
+// that an approximate vector index can be built for queries in that space.
+type QuerySpace interface {
+	SetCommonComponents(k int)
+}
+
 // VectorSampler is an Index that can hand out a sample of its vectors.
 type VectorSampler interface {
 	// VectorCount is how many chunks (each with a vector) the client has,

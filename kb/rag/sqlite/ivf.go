@@ -6,15 +6,18 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/jervis-dev/jervis/kb/rag"
 )
 
 // lists holds the int8 rows of the vectors, each with its scale, in lists
 // (an inverted file, FAISS's IndexIVFFlat): one list while the index is
 // small, and once it holds ivfMinRows rows, one list per centroid of a
-// k-means of its vectors, each row in the list of the centroid nearest
-// it. A vector search then scans the lists of the centroids nearest the
-// query (probe), a tenth of the rows, instead of all of them: at 583,000
-// chunks the exhaustive scan was a quarter of a search's CPU.
+// k-means of its vectors (in the queries' space: querySpace), each row in
+// the list of the centroid nearest it. A vector search then scans the
+// lists of the centroids nearest the query (probe), a tenth of the rows,
+// instead of all of them: at 583,000 chunks the exhaustive scan was a
+// quarter of a search's CPU.
 //
 // A list keeps its rows contiguous, so a list is scanned as the whole
 // index was (dotsScaled over spans of pages); rows move between lists
@@ -23,9 +26,15 @@ import (
 type lists struct {
 	stride  int
 	minRows int // rows from which the index is partitioned: ivfMinRows unless set (Store.SetVectorLists)
-	ls      []rowList
-	listOf  []int32 // per row: its list
-	posOf   []int32 // per row: its place in its list
+	// common is how many dominant directions of the vectors search takes
+	// out of a query (Store.SetCommonComponents): the partition is then
+	// made in the queries' space (querySpace), with dirs, estimated at
+	// each training.
+	common int
+	dirs   [][]float64
+	ls     []rowList
+	listOf []int32 // per row: its list
+	posOf  []int32 // per row: its place in its list
 
 	// The centroids once trained (nil before): unit vectors in int8,
 	// stride each, with their scales, and the number of rows they were
@@ -36,6 +45,8 @@ type lists struct {
 
 	row16 []int16 // scratch of nearest, under the vectors' write lock
 	out   []int32
+	vec   []float32
+	tmp8  []int8
 }
 
 // rowList is one list: its rows' int8 copies and scales, contiguous, and
@@ -48,14 +59,17 @@ type rowList struct {
 
 // ivfMinRows is how many rows an index needs before it is partitioned
 // when lists.minRows is not set (Store.SetVectorLists, the configuration's
-// rag.sqlite.vector_lists): never. The lists cut the vector side's CPU
-// tenfold at 583,000 chunks, but on the dev Jira corpus with the floor at
-// 10,000 (jervis eval, Jira + Git) search's recall@10 / MRR@10 went 0.669
-// / 0.436 → 0.662 / 0.424 (a tenth of the rows scanned; 0.662 / 0.426 at
-// three tenths) and the vectors alone 0.230 / 0.133 → 0.162 / 0.097: the
-// partition of the raw vectors serves search's queries (their common
-// directions taken out) less well than an exact scan (BENCHMARKS.md,
-// seventeenth round), so they are the operator's choice, off by default.
+// rag.sqlite.vector_lists, 0 by default): never. The lists halve a
+// search's retrieve stage at 583,000 chunks, and cost the import there
+// about a tenth of its speed (the trainings as the index doubles, under
+// its write lock; freshness p99 274 → 465 ms), so they are the operator's
+// choice, off by default. Partitioned in the
+// queries' space (querySpace), 2√n lists, with the floor at 10,000 on the
+// dev Jira corpus (jervis eval, Jira + Git), the default search's recall@10
+// / MRR@10 is the exact scan's, 0.669 / 0.436, and the vectors alone
+// 0.216 / 0.126 against 0.230 / 0.133 (the raw vectors' partition, √n/2
+// lists: 0.662 / 0.424 and 0.162 / 0.097; BENCHMARKS.md, seventeenth and
+// eighteenth rounds).
 const ivfMinRows = math.MaxInt32
 
 // row is row i's int8 copy, stride long.
@@ -81,13 +95,13 @@ func (ls *lists) reserve(n int) {
 func (ls *lists) push(row []int8, s float32) {
 	i := len(ls.listOf)
 	ls.listOf, ls.posOf = append(ls.listOf, 0), append(ls.posOf, 0)
-	ls.place(i, ls.nearest(row), row, s)
+	ls.place(i, ls.nearest(row, s), row, s)
 }
 
 // set replaces row i with row, of scale s, moving it to another list when
 // its nearest centroid changed.
 func (ls *lists) set(i int, row []int8, s float32) {
-	l := ls.nearest(row)
+	l := ls.nearest(row, s)
 	if l != ls.listOf[i] {
 		ls.drop(i)
 		ls.place(i, l, row, s)
@@ -135,15 +149,62 @@ func (ls *lists) drop(i int) {
 	list.scales, list.rows = list.scales[:last], list.rows[:last]
 }
 
-// nearest is the list of the centroid nearest row (0 untrained).
-func (ls *lists) nearest(row []int8) int32 {
+// nearest is the list of the centroid nearest row, of scale s (0
+// untrained).
+func (ls *lists) nearest(row []int8, s float32) int32 {
 	if ls.cents == nil {
 		return 0
 	}
 	if len(ls.row16) != ls.stride {
 		ls.row16, ls.out = make([]int16, ls.stride), make([]int32, len(ls.cscales))
+		ls.vec, ls.tmp8 = make([]float32, ls.stride), make([]int8, ls.stride)
 	}
-	return ls.assign(row, ls.row16, ls.out)
+	return ls.assign(ls.inQuerySpace(row, s, ls.vec, ls.tmp8), ls.row16, ls.out)
+}
+
+// inQuerySpace is row (of scale s) as the partition sees it: itself, or
+// with dirs it is querySpace's image, in tmp8 (vec and tmp8 are scratch,
+// stride long).
+func (ls *lists) inQuerySpace(row []int8, s float32, vec []float32, tmp8 []int8) []int8 {
+	if ls.dirs == nil {
+		return row
+	}
+	for j, x := range row {
+		vec[j] = float32(x) * s
+	}
+	querySpace(vec[:len(ls.dirs[0])], ls.dirs)
+	quantize(vec[:len(ls.dirs[0])], tmp8, 127)
+	return tmp8
+}
+
+// querySpace maps the unit vector v, in place, to where a partition for
+// queries free of the directions dirs (orthonormal) should see it: its part
+// off dirs kept, its part along them folded onto the first, the length of
+// that part kept. A query q free of dirs scores it as it scores v (q·v'
+// = q·v), so the centroids rank the lists for q as before; but rows no
+// longer fall apart by where they point along dirs — what every text of a
+// corpus shares, and what the queries ignore —, and a row's part off dirs
+// keeps its length, by which it can beat rows nearer the query's
+// direction (a maximum inner product search: Bachrach et al., 2014). On
+// 583,209 chunks (√n/2 lists, a tenth of the rows scanned) the lists found
+// 0.883 of an exact scan's best 80 for search's queries, against 0.807
+// with the raw vectors and 0.695 with their parts off dirs normalized.
+func querySpace(v []float32, dirs [][]float64) {
+	along := 0.0
+	for _, u := range dirs {
+		p := 0.0
+		for j, uj := range u {
+			p += uj * float64(v[j])
+		}
+		along += p * p
+		for j, uj := range u {
+			v[j] -= float32(p * uj)
+		}
+	}
+	along = math.Sqrt(along)
+	for j, uj := range dirs[0] {
+		v[j] += float32(along * uj)
+	}
 }
 
 // assign is the centroid nearest row, with row16 and out as scratch
@@ -175,10 +236,14 @@ func (ls *lists) needsTraining() bool {
 }
 
 // listsFor is how many lists an index of n rows is partitioned into:
-// about √n/2, so that a list holds about 2√n rows (1,500 at 583,000)
-// and the centroids, scored for every query, cost little beside the
-// lists probed.
-func listsFor(n int) int { return max(16, int(math.Sqrt(float64(n))/2)) }
+// about 2√n, so that a list holds about √n/2 rows (380 at 583,000) and
+// the centroids, scored for every query, cost little beside the lists
+// probed (1,527 of 112 bytes there). Finer lists find more of the exact
+// best for the same share of rows: at 583,209 chunks, a tenth of the rows
+// scanned, 0.844 of the exact best 80 with √n/4 lists, 0.883 with √n/2,
+// 0.907 with √n, 0.924 with 2√n; training them took 33.9, 37.7, 36.4 and
+// 43.3 s of a load (its k-means and assignment grow with the lists).
+func listsFor(n int) int { return max(16, int(2*math.Sqrt(float64(n)))) }
 
 // kmeansIterations is how many rounds of Lloyd's algorithm train the
 // centroids, and kmeansSample how many points per centroid it trains on.
@@ -195,11 +260,26 @@ const (
 func (ls *lists) train(sample [][]float32, parts int) {
 	n := len(ls.listOf)
 	if n < cmp.Or(ls.minRows, ivfMinRows)/2 || len(sample) == 0 {
-		ls.cents, ls.cscales, ls.trainedAt = nil, nil, 0
+		ls.cents, ls.cscales, ls.trainedAt, ls.dirs = nil, nil, 0, nil
 		ls.relayout(nil, 1)
 		return
 	}
 	k := min(listsFor(n), len(sample))
+	ls.dirs = nil
+	if ls.common > 0 {
+		ls.dirs = rag.DominantDirections(sample, len(sample[0]), ls.common)
+		if len(ls.dirs) == 0 {
+			ls.dirs = nil
+		}
+	}
+	if ls.dirs != nil {
+		mapped := make([][]float32, len(sample))
+		for i, v := range sample {
+			mapped[i] = slices.Clone(v)
+			querySpace(mapped[i], ls.dirs)
+		}
+		sample = mapped
+	}
 	ls.cents, ls.cscales = kmeans(sample, k, ls.stride)
 	ls.trainedAt = n
 	assigned := make([]int32, n)
@@ -207,14 +287,15 @@ func (ls *lists) train(sample [][]float32, parts int) {
 	for p := range parts {
 		wg.Go(func() {
 			row16, out := make([]int16, ls.stride), make([]int32, k)
+			vec, tmp8 := make([]float32, ls.stride), make([]int8, ls.stride)
 			for i := p * n / parts; i < (p+1)*n/parts; i++ {
-				assigned[i] = ls.assign(ls.row(i), row16, out)
+				assigned[i] = ls.assign(ls.inQuerySpace(ls.row(i), ls.scale(i), vec, tmp8), row16, out)
 			}
 		})
 	}
 	wg.Wait()
 	ls.relayout(assigned, k)
-	ls.row16, ls.out = nil, nil
+	ls.row16, ls.out, ls.vec, ls.tmp8 = nil, nil, nil, nil
 }
 
 // relayout moves every row to list assigned[i] (0 when assigned is nil)

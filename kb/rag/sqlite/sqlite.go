@@ -69,13 +69,17 @@ type Store struct {
 	df      sync.Map            // client + "\x00" + tokens → docFreq
 	tok     tokenizer
 	lists   int // rows from which a client's vectors are in lists (SetVectorLists); 0: never
+	common  int // directions search takes out of a query (SetCommonComponents)
 }
 
 // docFreq is a cached document frequency and the client's chunk count when
 // it was read.
 type docFreq struct{ df, total int }
 
-var _ rag.Store = (*Store)(nil)
+var (
+	_ rag.Store      = (*Store)(nil)
+	_ rag.QuerySpace = (*Store)(nil)
+)
 
 // Open opens (creating when missing) the chunk database at path.
 func Open(ctx context.Context, path string) (*Store, error) {
@@ -94,6 +98,15 @@ func (s *Store) SetVectorLists(minRows int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lists = max(minRows, 0)
+}
+
+// SetCommonComponents implements rag.QuerySpace: the lists are made in the
+// space of queries free of the k dominant directions of the client's
+// vectors. Call it before the first search or write.
+func (s *Store) SetCommonComponents(k int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.common = max(k, 0)
 }
 
 // Ping implements rag.Store.
@@ -115,7 +128,7 @@ func (s *Store) vectorsOf(client string) *vectors {
 	defer s.mu.Unlock()
 	v := s.indexes[client]
 	if v == nil {
-		v = &vectors{gen: -1, q8: lists{minRows: s.lists}}
+		v = &vectors{gen: -1, q8: lists{minRows: s.lists, common: s.common}}
 		s.indexes[client] = v
 	}
 	return v

@@ -401,7 +401,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	defer rows.Close()
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.ids, v.seqs, v.tokens = -1, 0, rowIDs{}, nil, 0
-	v.stride, v.q8, v.r8 = 0, lists{minRows: v.q8.minRows}, pages{}
+	v.stride, v.q8, v.r8 = 0, lists{minRows: v.q8.minRows, common: v.q8.common}, pages{}
 	v.metaOf, v.docMetas, v.refSets = nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
 	v.reserve(n)
