@@ -429,11 +429,11 @@ type span struct {
 // the least: the lists of the centroids nearest the query until they hold
 // that many rows (and at least probeMinLists lists, and twice the
 // candidates asked). On the 583,000 chunks of bench --synthetic 100000
-// (GloVe's vectors, 381 lists) search's own queries — four common
-// directions taken out (kb.queryVector) — find 0.75 of an exact scan's
-// best 80 in a tenth of its time (a fifth of the rows 0.81, three tenths
-// 0.84); queries with only their mean direction taken out 0.97
-// (BENCHMARKS.md, seventeenth round).
+// (GloVe's vectors, 1,527 lists in the queries' space) search's own
+// queries — four common directions taken out (kb.queryVector) — find
+// 0.89 of an exact scan's best 80 in a tenth of its time (381 lists of the
+// raw vectors: 0.75, a fifth of the rows 0.81, three tenths 0.84;
+// BENCHMARKS.md, seventeenth and eighteenth rounds).
 const (
 	probeShare    = 0.10
 	probeMinLists = 8
