@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,12 +23,7 @@ func filled(n int, x float32) []float32 {
 func TestUpsertRefusesAnotherDimension(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), FileName)
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	x := s.For("acme")
 	if err := x.Upsert(ctx, rag.Chunk{ID: "a", Text: "alpha release notes", SourceURN: "urn:a", Vector: filled(100, 1)}); err != nil {
 		t.Fatal(err)
@@ -46,7 +40,7 @@ func TestUpsertRefusesAnotherDimension(t *testing.T) {
 	if err := x.Upsert(ctx, rag.Chunk{ID: "c", Text: "gamma", SourceURN: "urn:c", Vector: filled(100, 3)}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := Open(ctx, path)
+	other, err := Open(ctx, s.db.Path) // another process
 	if err != nil {
 		t.Fatal(err)
 	}

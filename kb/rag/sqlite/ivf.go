@@ -166,7 +166,7 @@ func (ls *lists) nearest(row []int8, s float32) int32 {
 // with dirs it is querySpace's image, in tmp8 (vec and tmp8 are scratch,
 // stride long).
 func (ls *lists) inQuerySpace(row []int8, s float32, vec []float32, tmp8 []int8) []int8 {
-	if ls.dirs == nil {
+	if len(ls.dirs) == 0 {
 		return row
 	}
 	for j, x := range row {
@@ -268,11 +268,8 @@ func (ls *lists) train(sample [][]float32, parts int) {
 	ls.dirs = nil
 	if ls.common > 0 {
 		ls.dirs = rag.DominantDirections(sample, len(sample[0]), ls.common)
-		if len(ls.dirs) == 0 {
-			ls.dirs = nil
-		}
 	}
-	if ls.dirs != nil {
+	if len(ls.dirs) > 0 {
 		mapped := make([][]float32, len(sample))
 		for i, v := range sample {
 			mapped[i] = slices.Clone(v)
