@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"math"
 	"math/bits"
@@ -20,12 +19,12 @@ import (
 
 // BM25 is scored here in Go, exactly as FTS5's bm25() scores it (k1 = 1.2,
 // b = 0.75, IDF log((N - n + 0.5) / (n + 0.5)) floored at 1e-6; fts5_aux.c),
-// from FTS5's own index held in memory with the vectors: the postings
-// (postings.go, loaded from the client's 'instance' vocabulary table) and
-// the chunk lengths (FTS5's docsize table). FTS5's ORDER BY rank calls
-// bm25() on every matching row, and bm25() looks the row's length up with a
-// statement of its own each time: at 100,000 chunks that was three quarters
-// of a keyword query. A test checks that both give the same scores.
+// from an inverted index held in memory with the vectors: the postings of
+// the chunks' FTS5 tokens (postings.go) and the chunks' lengths in tokens.
+// (FTS5's ORDER BY rank calls bm25() on every matching row, and bm25()
+// looks the row's length up with a statement of its own each time: at
+// 100,000 chunks that was three quarters of a keyword query.) A test
+// checks that both give the same scores and order (fts5_test.go).
 const (
 	bm25K1 = 1.2
 	bm25B  = 0.75
@@ -36,39 +35,6 @@ const (
 // chunks) counts twice its text. The length a row is normalised by is its
 // whole size, all columns (fts5_aux.c).
 var columnWeights = [2]float32{2, 1}
-
-// rankFunction is the FTS5 rank of the client tables: bm25() with the
-// column weights.
-var rankFunction = fmt.Sprintf("bm25(%g, %g)", columnWeights[0], columnWeights[1])
-
-// rankFunctionOf is bm25() of table t with the column weights.
-func rankFunctionOf(t string) string {
-	return fmt.Sprintf("bm25(%s, %g, %g)", t, columnWeights[0], columnWeights[1])
-}
-
-// rowSize decodes an FTS5 docsize blob (one SQLite varint per column) into
-// the row's token count, all columns together.
-func rowSize(b []byte) int32 {
-	var total uint64
-	for len(b) > 0 {
-		var v uint64
-		n := 0
-		for i, c := range b {
-			n = i + 1
-			if i == 8 {
-				v = v<<8 | uint64(c)
-				break
-			}
-			v = v<<7 | uint64(c&0x7f)
-			if c&0x80 == 0 {
-				break
-			}
-		}
-		total += v
-		b = b[n:]
-	}
-	return int32(min(total, math.MaxInt32))
-}
 
 // tokenizer turns query words into FTS5 tokens with FTS5 itself, so that a
 // word's token is the one the index holds whatever the stemmer and the
@@ -763,8 +729,9 @@ type rankedHit struct {
 	score int64 // in fixed point
 }
 
-// better orders by score, then by FTS5 row id (FTS5's order among equals):
-// read only for equal scores (reading every candidate's, at rows all over
+// better orders by score, then by the chunk's row id (its seq: FTS5's
+// order among equals, as an FTS5 rowid was the seq): read only for equal
+// scores (reading every candidate's, at rows all over
 // the index, was a cache miss each: 3 % of the HTTP benchmark's CPU).
 func (v *vectors) better(a, b rankedHit) bool {
 	return a.score > b.score || a.score == b.score && v.seqs[a.i] < v.seqs[b.i]

@@ -1,11 +1,15 @@
-// Package sqlite is the embedded chunk backend: chunks in one SQLite file,
-// BM25 through one contentless FTS5 table per client (porter stemming,
-// unicode61 with diacritics removed, so "cafe" finds "café" and "reviews"
-// finds "review"), vectors stored with the chunks and scanned exactly in
-// memory.
+// Package sqlite is the embedded chunk backend: chunks in one SQLite file;
+// BM25 over FTS5's tokens (porter stemming, unicode61 with diacritics
+// removed, so "cafe" finds "café" and "reviews" finds "review") and the
+// vectors, both held in memory per client and scored there.
 //
-// Each client's vectors are loaded on its first vector search and kept in
-// step with this process's writes. A per-client generation counter, bumped
+// The chunks table is all that is stored: each client's index (postings
+// and vectors) is loaded from it on its first search, its texts
+// tokenized as FTS5 tokenizes them, and kept in step with this process's
+// writes. (Earlier versions also kept a contentless FTS5 table per client;
+// BM25 read its postings and row sizes, then only its row sizes, and its
+// upkeep was a fifth of the qualifier's CPU on a real Jira import: Open
+// drops those tables.) A per-client generation counter, bumped
 // in every write transaction, tells a process when another one changed the
 // client's chunks, and the vectors are reloaded.
 package sqlite
@@ -65,16 +69,10 @@ type Store struct {
 
 	mu      sync.Mutex
 	indexes map[string]*vectors // per client
-	fts     sync.Map            // client → true once its FTS table exists
-	df      sync.Map            // client + "\x00" + tokens → docFreq
 	tok     tokenizer
 	lists   int // rows from which a client's vectors are in lists (SetVectorLists); 0: never
 	common  int // directions search takes out of a query (SetCommonComponents)
 }
-
-// docFreq is a cached document frequency and the client's chunk count when
-// it was read.
-type docFreq struct{ df, total int }
 
 var (
 	_ rag.Store      = (*Store)(nil)
@@ -87,7 +85,56 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := dropFTS(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return &Store{db: db, indexes: map[string]*vectors{}}, nil
+}
+
+// dropFTS drops the FTS5 tables earlier versions kept per client (fts_,
+// ftsv_, ftsi_, then fts2_ and fts2v_; FTS5's shadow tables go with
+// their table): the chunks table holds everything a load reads.
+func dropFTS(ctx context.Context, db *sqlitedb.DB) error {
+	var names []string
+	rows, err := db.Query(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'
+		AND (name GLOB 'fts_*' OR name GLOB 'ftsv_*' OR name GLOB 'ftsi_*' OR name GLOB 'fts2_*' OR name GLOB 'fts2v_*')`)
+	if err != nil {
+		return db.Explain("find old FTS tables", err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		names = append(names, name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(names) == 0 {
+		return err
+	}
+	// The vocabulary tables first: each reads its FTS5 table.
+	vocab := func(name string) bool {
+		return strings.HasPrefix(name, "ftsv_") || strings.HasPrefix(name, "ftsi_") || strings.HasPrefix(name, "fts2v_")
+	}
+	slices.SortStableFunc(names, func(a, b string) int {
+		switch {
+		case vocab(a) == vocab(b):
+			return 0
+		case vocab(a):
+			return -1
+		}
+		return 1
+	})
+	return db.Write(ctx, "drop old FTS tables", func(tx sqlitedb.Tx) error {
+		for _, name := range names {
+			if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS "`+strings.ReplaceAll(name, `"`, `""`)+`"`); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // SetVectorLists makes each client's vectors be kept in lists once it has
@@ -140,54 +187,6 @@ type index struct {
 	err    error
 }
 
-// The client's FTS5 table has two columns, title and text (fts2_; the
-// one-column fts_ tables of earlier versions are rebuilt into it).
-func (x *index) table() string { return `"fts2_` + x.client + `"` }
-func (x *index) vocab() string { return `"fts2v_` + x.client + `"` }
-
-// docsize is FTS5's shadow table of token counts per row.
-func (x *index) docsize() string { return `"fts2_` + x.client + `_docsize"` }
-
-// ensureFTS creates the client's FTS table on first use.
-func (x *index) ensureFTS(ctx context.Context) error {
-	if _, ok := x.s.fts.Load(x.client); ok {
-		return nil
-	}
-	err := x.s.db.Write(ctx, "create fts", func(tx sqlitedb.Tx) error {
-		var exists int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name = ?`, "fts2_"+x.client).Scan(&exists); err != nil {
-			return err
-		}
-		if exists > 0 {
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE `+x.table()+
-			` USING fts5(title, text, content='', contentless_delete=1, tokenize='`+tokenizerSpec+`')`); err != nil {
-			return err
-		}
-		// ORDER BY rank weighs the columns as bm25() scoring in Go does.
-		if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+`(`+x.table()+`, rank) VALUES ('rank', ?)`, rankFunction); err != nil {
-			return err
-		}
-		// A client indexed by an earlier version: its chunks go into the new
-		// table, and the old one goes.
-		if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, title, text) SELECT seq, title, text FROM chunks WHERE client = ?`, x.client); err != nil {
-			return err
-		}
-		for _, old := range []string{"ftsi_", "ftsv_", "fts_"} {
-			if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS "`+old+x.client+`"`); err != nil {
-				return err
-			}
-		}
-		_, err := tx.ExecContext(ctx, `CREATE VIRTUAL TABLE `+x.vocab()+` USING fts5vocab(`+x.table()+`, 'row')`)
-		return err
-	})
-	if err == nil {
-		x.s.fts.Store(x.client, true)
-	}
-	return err
-}
-
 // bump increments the client's generation in tx, adds delta to its chunk
 // count, and returns the generation.
 func (x *index) bump(ctx context.Context, tx sqlitedb.Tx, delta int) (int64, error) {
@@ -226,9 +225,6 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	if err != nil {
 		return err
 	}
-	if err := x.ensureFTS(ctx); err != nil {
-		return err
-	}
 	normalized := make([][]float32, len(chunks))
 	for i, c := range chunks {
 		normalized[i] = rag.Normalize(c.Vector)
@@ -254,9 +250,6 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 				sqlitedb.Micros(c.Timestamp), encode(normalized[i])).Scan(&seq)
 			switch {
 			case err == nil:
-				if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, title, text) VALUES (?, ?, ?)`, seq, c.Title, c.Text); err != nil {
-					return err
-				}
 				seqs[i], changed[i] = seq, true
 				added++
 				continue
@@ -273,14 +266,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 				WHERE seq = ?`, c.Text, c.Title, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
 				return err
 			}
-			if changed[i] = oldText != c.Text || oldTitle != c.Title; changed[i] {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM `+x.table()+` WHERE rowid = ?`, old); err != nil {
-					return err
-				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO `+x.table()+` (rowid, title, text) VALUES (?, ?, ?)`, old, c.Title, c.Text); err != nil {
-					return err
-				}
-			}
+			changed[i] = oldText != c.Text || oldTitle != c.Title
 		}
 		var err error
 		gen, err = x.bump(ctx, tx, added)
@@ -291,7 +277,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	}
 	// The in-memory index takes the write when it is loaded and holds
 	// every earlier one (v.gen cannot move while the order is held): the
-	// postings of the new texts and titles, tokenized by FTS5. An index
+	// postings of the new texts and titles, tokenized as FTS5 does. An index
 	// not loaded is read whole on its first search; nothing is tokenized
 	// for it.
 	v.mu.RLock()
@@ -311,7 +297,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 			var terms map[string]float32
 			var length int32
 			if changed[i] {
-				// FTS5's docsize: its tokens, as these are
+				// Its length: its tokens, all columns (as FTS5's bm25() counts it)
 				terms, length = termCounts(tokens[0], tokens[1]), int32(len(tokens[0])+len(tokens[1]))
 				tokens = tokens[2:]
 			}
@@ -489,9 +475,6 @@ func (x *index) deleteWhere(ctx context.Context, where string, arg any) (int, er
 	if x.err != nil {
 		return 0, x.err
 	}
-	if err := x.ensureFTS(ctx); err != nil {
-		return 0, err
-	}
 	var ids []string
 	var gen int64
 	v := x.s.vectorsOf(x.client)
@@ -515,9 +498,6 @@ func (x *index) deleteWhere(ctx context.Context, where string, arg any) (int, er
 		}
 		rows.Close()
 		for _, seq := range seqs {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM `+x.table()+` WHERE rowid = ?`, seq); err != nil {
-				return err
-			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM chunks WHERE seq = ?`, seq); err != nil {
 				return err
 			}
@@ -555,45 +535,8 @@ func (x *index) Count(ctx context.Context) (int, error) {
 	return n, x.s.db.Explain("count chunks", err)
 }
 
-// filterSQL renders f as conditions on chunks aliased c.
-func filterSQL(f rag.Filter) (string, []any) {
-	var conds []string
-	var args []any
-	in := func(col string, vals []string) {
-		if len(vals) > 0 {
-			b, _ := json.Marshal(vals)
-			conds = append(conds, col+` IN (SELECT value FROM json_each(?))`)
-			args = append(args, string(b))
-		}
-	}
-	in("c.source_type", f.SourceTypes)
-	in("c.kind", f.Kinds)
-	if f.SourceURN != "" {
-		conds = append(conds, "c.source_urn = ?")
-		args = append(args, f.SourceURN)
-	}
-	if !f.Since.IsZero() {
-		conds = append(conds, "c.ts >= ?")
-		args = append(args, sqlitedb.Micros(f.Since))
-	}
-	if !f.Until.IsZero() {
-		conds = append(conds, "c.ts < ?")
-		args = append(args, sqlitedb.Micros(f.Until))
-	}
-	if len(f.NodeTypes) > 0 {
-		b, _ := json.Marshal(f.NodeTypes)
-		conds = append(conds, `EXISTS (SELECT 1 FROM json_each(c.graph_refs) r WHERE substr(r.value, 1, instr(r.value, ':') - 1) IN (SELECT value FROM json_each(?)))`)
-		args = append(args, string(b))
-	}
-	if len(conds) == 0 {
-		return "", nil
-	}
-	return " AND " + strings.Join(conds, " AND "), args
-}
-
-// BM25 implements rag.Index. Each query word is tokenized by FTS5; when
-// every word is one token, the best chunks are scored from the index's
-// postings (bm25.go), otherwise FTS5 ranks them.
+// BM25 implements rag.Index: the best chunks scored from the index's
+// postings (bm25.go).
 func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if x.err != nil {
 		return nil, x.err
@@ -615,10 +558,13 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 }
 
 // keyword is BM25 without reading the texts or the metadata of the chunks
-// it scores in Go (their IDs alone: vectors.complete reads the rest);
-// FTS5's ranking returns them complete, with text. v is the client's
-// index, read-locked by the caller (current made sure the FTS table
-// exists).
+// (their IDs alone: vectors.complete reads the rest). Each query word is
+// tokenized as FTS5 tokenizes it: nearly always one token, as query words
+// are runs of letters and digits and so are FTS5's tokens. A word FTS5
+// would split (a letter of a Unicode version newer than its tables) is
+// searched as its tokens, each a term, as Lucene's query parser searches a
+// word its analyzer splits; FTS5 took it as a phrase. v is the client's
+// index, read-locked by the caller.
 func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit, error) {
 	words := Terms(q.Text)
 	if len(words) == 0 {
@@ -628,27 +574,18 @@ func (x *index) keyword(ctx context.Context, q rag.Query, v *vectors) ([]rag.Hit
 	if err != nil {
 		return nil, fmt.Errorf("bm25: tokenize the query: %w", err)
 	}
-	single := !slices.ContainsFunc(tokens, func(t []string) bool { return len(t) != 1 })
-	kept, err := prune(words, func(i int) (int, error) { return x.wordFreq(ctx, v, words[i], tokens[i]) }, v.ids.len())
-	if err != nil {
-		return nil, err
+	var flat []string
+	for _, i := range prune(len(words), func(i int) int { return v.wordFreq(tokens[i]) }, v.ids.len()) {
+		flat = append(flat, tokens[i]...)
 	}
-	if single {
-		flat := make([]string, len(kept))
-		for j, i := range kept {
-			flat[j] = tokens[i][0]
-		}
-		return v.bm25(q, flat, !rag.IsBackground(ctx)), nil
+	if len(flat) == 0 {
+		return nil, nil
 	}
-	keptWords := make([]string, len(kept))
-	for j, i := range kept {
-		keptWords[j] = words[i]
-	}
-	return x.bm25SQL(ctx, q, keptWords)
+	return v.bm25(q, flat, !rag.IsBackground(ctx)), nil
 }
 
 // DocFreqs implements rag.TermCounter, counting as keyword's pruning does
-// (wordFreq).
+// (vectors.wordFreq).
 func (x *index) DocFreqs(ctx context.Context, words []string) ([]int, int, error) {
 	if x.err != nil {
 		return nil, 0, x.err
@@ -663,63 +600,25 @@ func (x *index) DocFreqs(ctx context.Context, words []string) ([]int, int, error
 	}
 	defer v.mu.RUnlock()
 	counts := make([]int, len(words))
-	for i, w := range words {
-		if counts[i], err = x.wordFreq(ctx, v, w, tokens[i]); err != nil {
-			return nil, 0, err
-		}
+	for i := range words {
+		counts[i] = v.wordFreq(tokens[i])
 	}
 	return counts, v.ids.len(), nil
 }
 
-// wordFreq is how many of the client's chunks hold word, whose FTS5
-// tokens are toks: a word FTS5 keeps as one token is counted from the
-// postings in memory (postings.docFreq), one it splits from its
-// vocabulary (index.docFreq, cached). v is read-locked by the caller.
-func (x *index) wordFreq(ctx context.Context, v *vectors, word string, toks []string) (int, error) {
-	if len(toks) == 1 {
-		return v.docFreq(toks[0]), nil
+// wordFreq is how many of the client's chunks hold a word whose FTS5
+// tokens are toks (postings.docFreq): of a word of several tokens, the
+// fewest any of them is in (at most as many hold them all); of one of
+// none, 0. v is read-locked by the caller.
+func (v *vectors) wordFreq(toks []string) int {
+	if len(toks) == 0 {
+		return 0
 	}
-	return x.docFreq(ctx, stemCandidates(word), v.ids.len())
-}
-
-// bm25SQL ranks with FTS5's bm25().
-func (x *index) bm25SQL(ctx context.Context, q rag.Query, words []string) ([]rag.Hit, error) {
-	match := matchOf(words)
-	cond, args := filterSQL(q.Filter)
-	t := x.table()
-	var rows *sql.Rows
-	var err error
-	if cond == "" {
-		// The FTS table is the client's own: rank it alone, then fetch only
-		// the top rows (joining every match first costs a lookup per match).
-		rows, err = x.s.db.Query(ctx, `SELECT c.id, c.text, c.title, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -top.rank
-			FROM (SELECT rowid, rank FROM `+t+` WHERE `+t+` MATCH ? ORDER BY rank LIMIT ?) top
-			CROSS JOIN chunks c ON c.seq = top.rowid ORDER BY top.rank`, match, q.Limit)
-	} else {
-		rows, err = x.s.db.Query(ctx, `SELECT c.id, c.text, c.title, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, -`+rankFunctionOf(t)+`
-			FROM `+t+` JOIN chunks c ON c.seq = `+t+`.rowid
-			WHERE `+t+` MATCH ? AND c.client = ?`+cond+` ORDER BY `+rankFunctionOf(t)+` LIMIT ?`, append(append([]any{match, x.client}, args...), q.Limit)...)
+	n := v.docFreq(toks[0])
+	for _, t := range toks[1:] {
+		n = min(n, v.docFreq(t))
 	}
-	if err != nil {
-		return nil, x.s.db.Explain("bm25", err)
-	}
-	defer rows.Close()
-	var hits []rag.Hit
-	for rows.Next() {
-		var h rag.Hit
-		var refs string
-		var ts int64
-		if err := rows.Scan(&h.Chunk.ID, &h.Chunk.Text, &h.Chunk.Title, &refs, &h.Chunk.SourceURN, &h.Chunk.SourceType, &h.Chunk.Kind, &h.Chunk.NodeKey, &ts, &h.BM25Score); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(refs), &h.Chunk.GraphRefs); err != nil {
-			return nil, err
-		}
-		h.Chunk.Timestamp = sqlitedb.Time(ts)
-		h.Score = h.BM25Score
-		hits = append(hits, h)
-	}
-	return hits, rows.Err()
+	return n
 }
 
 // Hybrid implements rag.Index.
@@ -768,18 +667,6 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 // rag.MaxQueryTerms.
 func Terms(text string) []string { return rag.QueryWords(text, rag.MaxQueryTerms) }
 
-// MatchExpression turns free text into an FTS5 query: its Terms, each
-// quoted, OR-ed.
-func MatchExpression(text string) string { return matchOf(Terms(text)) }
-
-func matchOf(terms []string) string {
-	quoted := make([]string, len(terms))
-	for i, t := range terms {
-		quoted[i] = `"` + t + `"`
-	}
-	return strings.Join(quoted, " OR ")
-}
-
 // A query term is left out of BM25, when rarer terms remain, if it is in
 // more than commonShare of the client's chunks and in at least commonFloor
 // of them: its IDF is so low that it barely moves the ranking, while scoring
@@ -792,22 +679,19 @@ const (
 )
 
 // prune drops very common terms, keeping at least the rarest one, and
-// returns the indexes of those kept. docFreq(i) is how many of the
-// client's chunks hold term i (index.wordFreq).
-func prune(terms []string, docFreq func(i int) (int, error), total int) ([]int, error) {
-	if len(terms) < 2 {
-		return make([]int, len(terms)), nil // none, or the one
+// returns the indexes of those kept, of n terms. docFreq(i) is how many of
+// the client's chunks hold term i (vectors.wordFreq).
+func prune(n int, docFreq func(i int) int, total int) []int {
+	if n < 2 {
+		return make([]int, n) // none, or the one
 	}
-	var err error
-	counts := make([]int, len(terms))
-	for i := range terms {
-		if counts[i], err = docFreq(i); err != nil {
-			return nil, err
-		}
+	counts := make([]int, n)
+	for i := range n {
+		counts[i] = docFreq(i)
 	}
-	kept := make([]int, 0, len(terms))
+	kept := make([]int, 0, n)
 	rarest := 0
-	for i := range terms {
+	for i := range n {
 		if counts[i] < counts[rarest] {
 			rarest = i
 		}
@@ -818,74 +702,7 @@ func prune(terms []string, docFreq func(i int) (int, error), total int) ([]int, 
 	if len(kept) == 0 {
 		kept = append(kept, rarest)
 	}
-	return kept, nil
-}
-
-// docFreq returns how many of the client's chunks hold one of the tokens
-// cands (the largest count; 0 when none is known), from the FTS5
-// vocabulary, which holds tokens (Porter stems): cands are the tokens a
-// word that FTS5 splits may have been indexed as (stemCandidates). A
-// term none of whose candidates is known counts as rare. Counts are
-// cached per client until its chunk count moves by a tenth (the
-// vocabulary reads a token's whole doclist: 100 ms for the words of a
-// feedback query at 600,000 chunks).
-func (x *index) docFreq(ctx context.Context, cands []string, total int) (int, error) {
-	key := x.client + "\x00" + strings.Join(cands, "\x00")
-	if c, ok := x.s.df.Load(key); ok {
-		if d := c.(docFreq); math.Abs(float64(total-d.total)) <= 0.1*float64(d.total) {
-			return d.df, nil
-		}
-	}
-	df := 0
-	for _, t := range cands {
-		var n int
-		err := x.s.db.QueryRow(ctx, `SELECT doc FROM `+x.vocab()+` WHERE term = ?`, t).Scan(&n)
-		switch {
-		case err == sql.ErrNoRows:
-		case err != nil:
-			return 0, x.s.db.Explain("bm25 vocabulary", err)
-		default:
-			df = max(df, n)
-		}
-	}
-	x.s.df.Store(key, docFreq{df: df, total: total})
-	return df, nil
-}
-
-// stemCandidates returns term and the stems Porter's first steps would give
-// it (plural s, -ies, -ed, -ing, final y→i, final e), enough to find the
-// vocabulary entry of common inflected words ("days" → "dai", "employees" →
-// "employe") without the whole algorithm.
-func stemCandidates(term string) []string {
-	out := []string{term}
-	add := func(s string) {
-		if len(s) >= 2 && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	base := term
-	switch {
-	case strings.HasSuffix(base, "sses"):
-		base = base[:len(base)-2]
-	case strings.HasSuffix(base, "ies"):
-		base = base[:len(base)-2]
-	case strings.HasSuffix(base, "s") && !strings.HasSuffix(base, "ss"):
-		base = base[:len(base)-1]
-	}
-	for _, suf := range []string{"ing", "ed"} {
-		if b, ok := strings.CutSuffix(base, suf); ok && strings.ContainsAny(b, "aeiouy") {
-			base = b
-			break
-		}
-	}
-	add(base)
-	if b, ok := strings.CutSuffix(base, "y"); ok && strings.ContainsAny(b, "aeiou") {
-		add(b + "i")
-	}
-	if b, ok := strings.CutSuffix(base, "e"); ok {
-		add(b)
-	}
-	return out
+	return kept
 }
 
 func encode(v []float32) []byte {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/jervis-dev/jervis/kb/rag"
@@ -56,16 +57,18 @@ func TestVectorsFollowAnotherProcessWrites(t *testing.T) {
 	}
 }
 
-func TestMatchExpression(t *testing.T) {
+// A query's terms: its distinct words, lower-cased, stop words out;
+// punctuation and SQL are only separators.
+func TestTerms(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{
-		"What is the status of OPS-12?": `"status" OR "ops" OR "12"`,
-		`"; DROP TABLE chunks; --`:      `"drop" OR "table" OR "chunks"`,
-		"café CAFÉ Café":                `"café"`,
-		"the a of":                      ``,
+	for in, want := range map[string][]string{
+		"What is the status of OPS-12?": {"status", "ops", "12"},
+		`"; DROP TABLE chunks; --`:      {"drop", "table", "chunks"},
+		"café CAFÉ Café":                {"café"},
+		"the a of":                      nil,
 	} {
-		if got := sqlite.MatchExpression(in); got != want {
-			t.Errorf("MatchExpression(%q) = %s, want %s", in, got, want)
+		if got := sqlite.Terms(in); !slices.Equal(got, want) {
+			t.Errorf("Terms(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -28,9 +28,10 @@ import (
 // again: within about 1e-4 of the float32 dot product, as precise as an
 // int16 copy at half its memory (the float32 vectors stay on disk).
 //
-// It also keeps, per chunk, its FTS5 row id and token count (the length
-// BM25 normalises by), so that BM25 can be scored from the FTS5 postings
-// without a per-row lookup (bm25.go).
+// It also keeps, per chunk, its row id in the chunks table (the order of
+// equal BM25 scores) and its token count (the length BM25 normalises by),
+// so that BM25 is scored from the postings without a per-row lookup
+// (bm25.go).
 type vectors struct {
 	// order is held by a write of this process from before its
 	// transaction until its change is applied here, so that writes apply
@@ -43,7 +44,7 @@ type vectors struct {
 	dim      int
 	ids      rowIDs // each row's chunk ID, and each ID's row
 	seqs     []int64
-	tokens   int64     // the rows' lengths summed (postings.docLen: FTS5's counts)
+	tokens   int64     // the rows' lengths summed (postings.docLen: counted as FTS5 counts)
 	stride   int       // int8 row length: dim rounded up to 16
 	q8       lists     // a row per chunk, stride wide, with its scale, in lists (ivf.go)
 	r8       pages     // a row per chunk, dim wide: the residuals of q8 (residual)
@@ -308,9 +309,6 @@ func (v *vectors) remove(id string) {
 // current returns the client's vectors, reloading them when another writer
 // changed the client's chunks. The result is read-locked; call RUnlock.
 func (x *index) current(ctx context.Context) (*vectors, error) {
-	if err := x.ensureFTS(ctx); err != nil { // load reads its sizes
-		return nil, err
-	}
 	v := x.s.vectorsOf(x.client)
 	gen, err := x.generation(ctx)
 	if err != nil {
@@ -393,8 +391,8 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM chunks WHERE client = ?`, x.client).Scan(&n); err != nil {
 		return x.s.db.Explain("load vectors", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT c.seq, c.id, c.graph_refs, c.source_urn, c.source_type, c.kind, c.node_key, c.ts, c.vector, d.sz, c.title, c.text
-		FROM chunks c LEFT JOIN `+x.docsize()+` d ON d.id = c.seq WHERE c.client = ?`, x.client)
+	rows, err := tx.QueryContext(ctx, `SELECT seq, id, graph_refs, source_urn, source_type, kind, node_key, ts, vector, title, text
+		FROM chunks WHERE client = ?`, x.client)
 	if err != nil {
 		return x.s.db.Explain("load vectors", err)
 	}
@@ -405,15 +403,15 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	v.metaOf, v.docMetas, v.refSets = nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
 	v.reserve(n)
-	// Rows are put a batch at a time with their postings: their titles and
-	// texts tokenized as a write tokenizes them (tokenizer.textTokens,
-	// FTS5's own tokens word by word). Reading FTS5's postings instead
-	// (its 'instance' vocabulary, a row per token) was 80 % of a load.
+	// Rows are put a batch at a time with their postings and lengths:
+	// their titles and texts tokenized as a write tokenizes them
+	// (tokenizer.textTokens, FTS5's own tokens word by word). Reading the
+	// postings of an FTS5 table instead (its 'instance' vocabulary, a row
+	// per token) was 80 % of a load.
 	type loaded struct {
 		c           rag.Chunk
 		vec         []float32
 		seq         int64
-		size        int32
 		title, text string
 	}
 	var batch []loaded
@@ -428,7 +426,8 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 			return fmt.Errorf("load postings: %w", err)
 		}
 		for j, l := range batch {
-			v.put(l.c, l.vec, l.seq, l.size, termCounts(tokens[2*j], tokens[2*j+1]))
+			title, text := tokens[2*j], tokens[2*j+1]
+			v.put(l.c, l.vec, l.seq, int32(len(title)+len(text)), termCounts(title, text))
 		}
 		batch = batch[:0]
 		return nil
@@ -437,15 +436,15 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 		var l loaded
 		var ts int64
 		var refs string
-		var blob, size []byte
-		if err := rows.Scan(&l.seq, &l.c.ID, &refs, &l.c.SourceURN, &l.c.SourceType, &l.c.Kind, &l.c.NodeKey, &ts, &blob, &size, &l.title, &l.text); err != nil {
+		var blob []byte
+		if err := rows.Scan(&l.seq, &l.c.ID, &refs, &l.c.SourceURN, &l.c.SourceType, &l.c.Kind, &l.c.NodeKey, &ts, &blob, &l.title, &l.text); err != nil {
 			return err
 		}
 		if err := json.Unmarshal([]byte(refs), &l.c.GraphRefs); err != nil {
 			return err
 		}
 		l.c.Timestamp = sqlitedb.Time(ts)
-		l.vec, l.size = decode(blob), rowSize(size)
+		l.vec = decode(blob)
 		// Written before Upsert checked dimensions, a client's chunks may
 		// hold vectors of two embedders: no index scans them as one.
 		if dim == 0 {
