@@ -20,7 +20,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"strings"
 	"unicode"
@@ -181,24 +180,33 @@ func (e *Embedder) embed(text string, acc []float32) []float32 {
 }
 
 // addHashed adds an out-of-vocabulary token's pseudo-random unit vector
-// (xorshift seeded by the token's FNV hash), scaled like a rare word's.
+// (xorshift seeded by the token's FNV-1a hash), scaled like a rare word's.
+// Each component's sign is the xorshift's low bit, set in the sign bit of
+// the scale rather than branched on: the branch went either way at random,
+// and its mispredictions were most of the time of a text full of
+// identifiers (the same sums to the last bit).
 func (e *Embedder) addHashed(tok string, acc []float32) {
-	h := fnv.New64a()
-	h.Write([]byte(tok))
-	x := h.Sum64() | 1
+	x := uint64(fnvOffset)
+	for i := 0; i < len(tok); i++ {
+		x ^= uint64(tok[i])
+		x *= fnvPrime
+	}
+	x |= 1
 	// A GloVe vector's norm is about 5; match it so OOV tokens weigh like words.
-	scale := e.oovW * 5 / float32(math.Sqrt(float64(e.dim)))
+	scale := math.Float32bits(e.oovW * 5 / float32(math.Sqrt(float64(e.dim))))
 	for j := range acc {
 		x ^= x << 13
 		x ^= x >> 7
 		x ^= x << 17
-		if x&1 == 0 {
-			acc[j] += scale
-		} else {
-			acc[j] -= scale
-		}
+		acc[j] += math.Float32frombits(scale ^ uint32(x&1)<<31)
 	}
 }
+
+// FNV-1a's 64-bit offset basis and prime (hash/fnv's New64a).
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
 
 // forEachToken calls fn with each maximal run of letters or digits.
 func forEachToken(s string, fn func(string)) {
