@@ -45,6 +45,20 @@ const (
 	// that are (testdata/search, one relevant item per query, lost three of
 	// 27 from the top five without it).
 	FeedbackCoverage = 0.75
+	// feedbackPoolShare: the feedback search ranks a quarter as many
+	// passages as the query's own (55 for the 11 items the eval asks
+	// for). Its items fuse with the query's by rank, and a deep one still
+	// gains about as much as the query's own tenth item holds, so a long
+	// feedback ranking carries in items that are like the best one only
+	// in passing. On the dev corpus (Jira + Git, embedded, recall@10 /
+	// MRR@10), feedback pools of 200 passages (the query's, until
+	// 2026-11-26) 0.669 / 0.436, 100 0.676 / 0.438, 55 (a quarter) 0.689
+	// / 0.440, 50 0.696 / 0.435, 30 0.689 / 0.430, 20 0.703 / 0.435; Jira
+	// in Weaviate 200 0.676 / 0.371, 50 0.676 / 0.381. Fewer passages are
+	// also a higher floor for the pruning: at 583,209 chunks feedback's
+	// p99 was 20–22 ms with 200, 11 with 50 (BENCHMARKS.md, nineteenth
+	// round). Chosen on the dev corpus: a quarter (of the five tried).
+	feedbackPoolShare = 4
 )
 
 // FeedbackQuery returns the words of an item's title and text that say
@@ -158,7 +172,7 @@ func (k *KB) feedback(ctx context.Context, client string, q rag.Query, items []I
 	if fq == "" {
 		return items, "", nil
 	}
-	hits, err := index.BM25(ctx, rag.Query{Text: fq, Limit: q.Limit, Filter: q.Filter, NoText: true})
+	hits, err := index.BM25(ctx, rag.Query{Text: fq, Limit: max(1, q.Limit/feedbackPoolShare), Filter: q.Filter, NoText: true})
 	if err != nil {
 		return nil, "", fmt.Errorf("feedback: %w", err)
 	}
