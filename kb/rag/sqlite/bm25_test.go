@@ -740,3 +740,46 @@ func TestRememberedWordsDoNotKeepTheirText(t *testing.T) {
 		}
 	}
 }
+
+// A query word that FTS5 splits (U+19B0, a New Tai Lue letter since
+// Unicode 8, is a separator to FTS5's tables: "backupᦰgateway" is two
+// tokens) is searched as its tokens, each a term, as the two words would
+// be; its document frequency is the least of theirs; a word that is all
+// such letters searches for nothing.
+func TestWordFTS5SplitsIsSearchedAsItsTokens(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	x := openTemp(t).For("acme").(*index)
+	var chunks []rag.Chunk
+	for i, text := range []string{"the backup gateway expired", "gateway rebooted", "backup restored", "backups of the gateway nightly", "unrelated text"} {
+		chunks = append(chunks, rag.Chunk{ID: fmt.Sprint("c", i), Text: text, SourceURN: fmt.Sprint("urn:", i), Vector: []float32{1, 0}})
+	}
+	if err := x.Upsert(ctx, chunks...); err != nil {
+		t.Fatal(err)
+	}
+	toks, err := x.s.tok.tokens(ctx, []string{"backup\u19b0gateway"})
+	if err != nil || !slices.Equal(toks[0], []string{"backup", "gatewai"}) {
+		t.Fatalf("FTS5's tokens of the word: %q %v (the test's premise)", toks, err)
+	}
+	split, err := x.BM25(ctx, rag.Query{Text: "backup\u19b0gateway", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := x.BM25(ctx, rag.Query{Text: "backup gateway", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(split) != 4 || !sameHits(split, two) || split[0].Chunk.ID != "c0" && split[0].Chunk.ID != "c3" {
+		t.Fatalf("split word: %+v\nthe two words: %+v", split, two)
+	}
+	counts, total, err := x.DocFreqs(ctx, []string{"backup\u19b0gateway", "backup", "gateway", "\u19b0\u19b1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{3, 3, 3, 0}; !slices.Equal(counts, want) || total != 5 {
+		t.Fatalf("DocFreqs %v of %d, want %v of 5", counts, total, want)
+	}
+	if hits, err := x.BM25(ctx, rag.Query{Text: "\u19b0\u19b1"}); err != nil || len(hits) != 0 {
+		t.Fatalf("a word of no tokens: %v %+v", err, hits)
+	}
+}
