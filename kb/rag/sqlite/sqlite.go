@@ -96,37 +96,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // ftsv_, ftsi_, then fts2_ and fts2v_; FTS5's shadow tables go with
 // their table): the chunks table holds everything a load reads.
 func dropFTS(ctx context.Context, db *sqlitedb.DB) error {
-	var names []string
-	rows, err := db.Query(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'
+	names, err := db.Strings(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'
 		AND (name GLOB 'fts_*' OR name GLOB 'ftsv_*' OR name GLOB 'ftsi_*' OR name GLOB 'fts2_*' OR name GLOB 'fts2v_*')`)
-	if err != nil {
+	if err != nil || len(names) == 0 {
 		return db.Explain("find old FTS tables", err)
 	}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return err
-		}
-		names = append(names, name)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(names) == 0 {
-		return err
-	}
-	// The vocabulary tables first: each reads its FTS5 table.
-	vocab := func(name string) bool {
-		return strings.HasPrefix(name, "ftsv_") || strings.HasPrefix(name, "ftsi_") || strings.HasPrefix(name, "fts2v_")
-	}
-	slices.SortStableFunc(names, func(a, b string) int {
-		switch {
-		case vocab(a) == vocab(b):
-			return 0
-		case vocab(a):
-			return -1
-		}
-		return 1
-	})
 	return db.Write(ctx, "drop old FTS tables", func(tx sqlitedb.Tx) error {
 		for _, name := range names {
 			if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS "`+strings.ReplaceAll(name, `"`, `""`)+`"`); err != nil {
