@@ -24,29 +24,36 @@ import (
 // (an update, a removal, a new training), never between row numbers
 // other than as vectors.remove moves them.
 type lists struct {
-	stride  int
 	minRows int // rows from which the index is partitioned: ivfMinRows unless set (Store.SetVectorLists)
 	// common is how many dominant directions of the vectors search takes
 	// out of a query (Store.SetCommonComponents): the partition is then
 	// made in the queries' space (querySpace), with dirs, estimated at
 	// each training.
 	common int
-	dirs   [][]float64
+	partition
 	ls     []rowList
 	listOf []int32 // per row: its list
 	posOf  []int32 // per row: its place in its list
 
-	// The centroids once trained (nil before): unit vectors in int8,
-	// stride each, with their scales, and the number of rows they were
-	// trained on.
-	cents     []int8
-	cscales   []float32
-	trainedAt int
+	trainedAt int // rows the centroids were trained on (0 before)
+	// aside is the training running beside writes and searches
+	// (trainAside), nil when none is; asideRows the rows from which a
+	// write's training runs aside (trainAsideRows unless set, by tests).
+	aside     *training
+	asideRows int
 
-	row16 []int16 // scratch of nearest, under the vectors' write lock
-	out   []int32
-	vec   []float32
-	tmp8  []int8
+	near *assigner // nearest's, under the vectors' write lock (nil: not yet made for this partition)
+}
+
+// partition is what a training makes: the centroids (unit vectors in
+// int8, stride each, with their scales; nil before the first) and the
+// dominant directions rows are seen without (querySpace; none unless
+// lists.common).
+type partition struct {
+	stride  int
+	dirs    [][]float64
+	cents   []int8
+	cscales []float32
 }
 
 // rowList is one list: its rows' int8 copies and scales, contiguous, and
@@ -58,18 +65,19 @@ type rowList struct {
 }
 
 // ivfMinRows is how many rows an index needs before it is partitioned
-// when lists.minRows is not set (Store.SetVectorLists, the configuration's
-// rag.sqlite.vector_lists, 0 by default): never. The lists halve a
-// search's retrieve stage at 583,000 chunks, and cost the import there
-// about a tenth of its speed (the trainings as the index doubles, under
-// its write lock; freshness p99 274 → 465 ms), so they are the operator's
-// choice, off by default. Partitioned in the
-// queries' space (querySpace), 2√n lists, with the floor at 10,000 on the
-// dev Jira corpus (jervis eval, Jira + Git), the default search's recall@10
-// / MRR@10 is the exact scan's, 0.669 / 0.436, and the vectors alone
-// 0.216 / 0.126 against 0.230 / 0.133 (the raw vectors' partition, √n/2
-// lists: 0.662 / 0.424 and 0.162 / 0.097; BENCHMARKS.md, seventeenth and
-// eighteenth rounds).
+// when lists.minRows is not set (Store.SetVectorLists, 0): never. The
+// configuration's rag.sqlite.vector_lists sets 100,000 unless told
+// otherwise (config.DefaultVectorLists): the lists halve a search's
+// retrieve stage at 583,000 chunks, and since their trainings run aside
+// (vectors.trainAside) the import there keeps its speed and freshness
+// (under the write lock they cost it a tenth of its speed, freshness p99
+// 274 → 465 ms; BENCHMARKS.md, eighteenth and twentieth rounds).
+// Partitioned in the queries' space (querySpace), 2√n lists, with the
+// floor at 10,000 on the dev Jira corpus (jervis eval, Jira + Git), the
+// default search's recall@10 / MRR@10 is the exact scan's, 0.669 / 0.436,
+// and the vectors alone 0.216 / 0.126 against 0.230 / 0.133 (the raw
+// vectors' partition, √n/2 lists: 0.662 / 0.424 and 0.162 / 0.097;
+// BENCHMARKS.md, seventeenth and eighteenth rounds).
 const ivfMinRows = math.MaxInt32
 
 // row is row i's int8 copy, stride long.
@@ -96,11 +104,13 @@ func (ls *lists) push(row []int8, s float32) {
 	i := len(ls.listOf)
 	ls.listOf, ls.posOf = append(ls.listOf, 0), append(ls.posOf, 0)
 	ls.place(i, ls.nearest(row, s), row, s)
+	ls.written(i)
 }
 
 // set replaces row i with row, of scale s, moving it to another list when
 // its nearest centroid changed.
 func (ls *lists) set(i int, row []int8, s float32) {
+	ls.written(i)
 	l := ls.nearest(row, s)
 	if l != ls.listOf[i] {
 		ls.drop(i)
@@ -119,6 +129,7 @@ func (ls *lists) remove(i int) {
 	if i != last {
 		ls.listOf[i], ls.posOf[i] = ls.listOf[last], ls.posOf[last]
 		ls.ls[ls.listOf[i]].rows[ls.posOf[i]] = int32(i)
+		ls.written(i)
 	}
 	ls.listOf, ls.posOf = ls.listOf[:last], ls.posOf[:last]
 }
@@ -155,25 +166,24 @@ func (ls *lists) nearest(row []int8, s float32) int32 {
 	if ls.cents == nil {
 		return 0
 	}
-	if len(ls.row16) != ls.stride {
-		ls.row16, ls.out = make([]int16, ls.stride), make([]int32, len(ls.cscales))
-		ls.vec, ls.tmp8 = make([]float32, ls.stride), make([]int8, ls.stride)
+	if ls.near == nil {
+		ls.near = ls.partition.assigner()
 	}
-	return ls.assign(ls.inQuerySpace(row, s, ls.vec, ls.tmp8), ls.row16, ls.out)
+	return ls.near.of(row, s)
 }
 
 // inQuerySpace is row (of scale s) as the partition sees it: itself, or
 // with dirs it is querySpace's image, in tmp8 (vec and tmp8 are scratch,
 // stride long).
-func (ls *lists) inQuerySpace(row []int8, s float32, vec []float32, tmp8 []int8) []int8 {
-	if len(ls.dirs) == 0 {
+func (p *partition) inQuerySpace(row []int8, s float32, vec []float32, tmp8 []int8) []int8 {
+	if len(p.dirs) == 0 {
 		return row
 	}
 	for j, x := range row {
 		vec[j] = float32(x) * s
 	}
-	querySpace(vec[:len(ls.dirs[0])], ls.dirs)
-	quantize(vec[:len(ls.dirs[0])], tmp8, 127)
+	querySpace(vec[:len(p.dirs[0])], p.dirs)
+	quantize(vec[:len(p.dirs[0])], tmp8, 127)
 	return tmp8
 }
 
@@ -210,14 +220,14 @@ func querySpace(v []float32, dirs [][]float64) {
 // assign is the centroid nearest row, with row16 and out as scratch
 // (stride and one per centroid long): the centroid of the highest dot
 // product, row widened to int16 against the int8 centroids.
-func (ls *lists) assign(row []int8, row16 []int16, out []int32) int32 {
+func (p *partition) assign(row []int8, row16 []int16, out []int32) int32 {
 	for j, x := range row {
 		row16[j] = int16(x)
 	}
-	dotsI8(row16, ls.cents, ls.stride, out)
+	dotsI8(row16, p.cents, p.stride, out)
 	best, top := int32(0), float32(math.Inf(-1))
 	for c, d := range out {
-		if s := float32(d) * ls.cscales[c]; s > top {
+		if s := float32(d) * p.cscales[c]; s > top {
 			best, top = int32(c), s
 		}
 	}
@@ -252,47 +262,115 @@ const (
 	kmeansSample     = 32
 )
 
-// train partitions the rows anew: centroids from a k-means of sample (the
-// rows' vectors, a deterministic sample: vectors.sample) — spherical, as
-// rows are compared by dot product — then every row in its nearest
-// centroid's list, with parts goroutines assigning. Under half of
-// ivfMinRows rows it goes back to one list.
+// train partitions the rows anew, at once: centroids from a k-means of
+// sample (the rows' vectors, a deterministic sample: vectors.sample),
+// then every row in its nearest centroid's list, with parts goroutines
+// assigning. Under half of ivfMinRows rows it goes back to one list.
 func (ls *lists) train(sample [][]float32, parts int) {
 	n := len(ls.listOf)
 	if n < cmp.Or(ls.minRows, ivfMinRows)/2 || len(sample) == 0 {
-		ls.cents, ls.cscales, ls.trainedAt, ls.dirs = nil, nil, 0, nil
+		ls.partition, ls.trainedAt, ls.near = partition{stride: ls.stride}, 0, nil
 		ls.relayout(nil, 1)
 		return
 	}
-	k := min(listsFor(n), len(sample))
-	ls.dirs = nil
-	if ls.common > 0 {
-		ls.dirs = rag.DominantDirections(sample, len(sample[0]), ls.common)
+	p := newPartition(sample, min(listsFor(n), len(sample)), ls.stride, ls.common)
+	assigned := make([]int32, n)
+	ls.assignRows(&p, 0, n, parts, assigned)
+	ls.install(p, n, assigned)
+}
+
+// newPartition trains k centroids on sample (the rows' vectors), by
+// k-means — spherical, as rows are compared by dot product —, in the
+// queries' space when common directions are taken out of queries (the
+// directions estimated from the sample). It reads nothing but sample.
+func newPartition(sample [][]float32, k, stride, common int) partition {
+	p := partition{stride: stride}
+	if common > 0 {
+		p.dirs = rag.DominantDirections(sample, len(sample[0]), common)
 	}
-	if len(ls.dirs) > 0 {
+	if len(p.dirs) > 0 {
 		mapped := make([][]float32, len(sample))
 		for i, v := range sample {
 			mapped[i] = slices.Clone(v)
-			querySpace(mapped[i], ls.dirs)
+			querySpace(mapped[i], p.dirs)
 		}
 		sample = mapped
 	}
-	ls.cents, ls.cscales = kmeans(sample, k, ls.stride)
-	ls.trainedAt = n
-	assigned := make([]int32, n)
+	p.cents, p.cscales = kmeans(sample, k, stride)
+	return p
+}
+
+// assignRows sets assigned[i] to the list p puts row i in, for rows [lo,
+// hi), with parts goroutines.
+func (ls *lists) assignRows(p *partition, lo, hi, parts int, assigned []int32) {
 	var wg sync.WaitGroup
-	for p := range parts {
+	for part := range parts {
 		wg.Go(func() {
-			row16, out := make([]int16, ls.stride), make([]int32, k)
-			vec, tmp8 := make([]float32, ls.stride), make([]int8, ls.stride)
-			for i := p * n / parts; i < (p+1)*n/parts; i++ {
-				assigned[i] = ls.assign(ls.inQuerySpace(ls.row(i), ls.scale(i), vec, tmp8), row16, out)
+			a := p.assigner()
+			for i := lo + part*(hi-lo)/parts; i < lo+(part+1)*(hi-lo)/parts; i++ {
+				assigned[i] = a.list(ls, i)
 			}
 		})
 	}
 	wg.Wait()
-	ls.relayout(assigned, k)
-	ls.row16, ls.out, ls.vec, ls.tmp8 = nil, nil, nil, nil
+}
+
+// assigner puts rows in p's lists, with its own scratch.
+type assigner struct {
+	p     *partition
+	row16 []int16
+	out   []int32
+	vec   []float32
+	tmp8  []int8
+}
+
+// assigner returns an assigner to p's lists with scratch of its own.
+func (p *partition) assigner() *assigner {
+	return &assigner{p: p, row16: make([]int16, p.stride), out: make([]int32, len(p.cscales)),
+		vec: make([]float32, p.stride), tmp8: make([]int8, p.stride)}
+}
+
+// of is the list of p that row (of scale s) goes in.
+func (a *assigner) of(row []int8, s float32) int32 {
+	return a.p.assign(a.p.inQuerySpace(row, s, a.vec, a.tmp8), a.row16, a.out)
+}
+
+// list is the list of p that row i of ls goes in.
+func (a *assigner) list(ls *lists, i int) int32 { return a.of(ls.row(i), ls.scale(i)) }
+
+// install makes p the partition, trained on n rows, every row moved to
+// its list in assigned.
+func (ls *lists) install(p partition, n int, assigned []int32) {
+	ls.partition, ls.trainedAt, ls.near = p, n, nil
+	ls.relayout(assigned, len(p.cscales))
+}
+
+// training is a training running aside: the rows it was asked at, and
+// the rows written since (added, replaced, or given another row's
+// number by a removal), whose lists it works out again when it installs.
+type training struct {
+	n     int
+	dirty []int32
+}
+
+// trainAsideRows is how many rows an index holds before a write's
+// training runs aside (vectors.trainAside) instead of under the write
+// lock: under it a training costs little (at 20,000 rows, 282 lists, a
+// few tenths of a second), above it writes and searches would wait for
+// the whole of it, seconds from 100,000 rows (the k-means n^1.5).
+const trainAsideRows = 20000
+
+// trainAsideBatch is how many rows a training aside assigns under one
+// read lock: a write waits at most for that many (at 400,000 rows,
+// 1,264 lists, about 30 ms).
+const trainAsideBatch = 2048
+
+// written notes that row i was added, replaced or renumbered while a
+// training runs aside.
+func (ls *lists) written(i int) {
+	if ls.aside != nil {
+		ls.aside.dirty = append(ls.aside.dirty, int32(i))
+	}
 }
 
 // relayout moves every row to list assigned[i] (0 when assigned is nil)

@@ -111,7 +111,7 @@ func listsKeepTheirRows(t *testing.T, common int) {
 				delete(vecs, names[k])
 			}
 		}
-		v.retrain()
+		v.retrain(false)
 		v.q8.check(t, &v, want)
 		if trained := v.q8.cents != nil; trained != (v.ids.len() >= 1000) || trained && len(v.q8.dirs) != common {
 			t.Fatalf("step %d: %d rows, trained %v, %d directions", step, v.ids.len(), trained, len(v.q8.dirs))
@@ -126,7 +126,7 @@ func listsKeepTheirRows(t *testing.T, common int) {
 			delete(vecs, id)
 		}
 	}
-	v.retrain()
+	v.retrain(false)
 	v.q8.check(t, &v, want)
 	if v.q8.cents != nil || len(v.q8.ls) != 1 {
 		t.Fatalf("%d rows: still %d lists", v.ids.len(), len(v.q8.ls))
@@ -168,7 +168,7 @@ func TestIVFRecall(t *testing.T) {
 		vecs[i] = near(centers[r.IntN(len(centers))], 0.08)
 		v.put(rag.Chunk{ID: fmt.Sprint("chunk-", i), SourceType: "jira"}, vecs[i], int64(i+1), 10, nil)
 	}
-	v.retrain()
+	v.retrain(false)
 	if len(v.q8.ls) != listsFor(rows) {
 		t.Fatalf("%d rows in %d lists, want %d", rows, len(v.q8.ls), listsFor(rows))
 	}
@@ -242,7 +242,7 @@ func TestIVFRecallInTheQueriesSpace(t *testing.T) {
 		for i, vec := range vecs {
 			v.put(rag.Chunk{ID: fmt.Sprint("chunk-", i)}, vec, int64(i+1), 10, nil)
 		}
-		v.retrain()
+		v.retrain(false)
 		dirs := rag.DominantDirections(v.sample(2000), dim, 4)
 		rq := rand.New(rand.NewPCG(9, 10))
 		found, total := 0, 0
@@ -342,4 +342,164 @@ func TestStorePartitionsItsVectors(t *testing.T) {
 		t.Fatalf("100 chunks left: %d lists, trained %v", k, trained)
 	}
 	findsItself(x, "c600", "c699")
+}
+
+// A training aside (trainAside) works out every row's list while rows are
+// added, replaced and removed in between — after its k-means, between its
+// batches (rows it had already placed among them), after the last —: once installed,
+// every row is in its nearest centroid's list. A load in between (the
+// index's rows replaced) drops it.
+func TestTrainingAsideKeepsWrites(t *testing.T) {
+	t.Parallel()
+	for _, common := range []int{0, 3} {
+		t.Run(fmt.Sprint("common ", common), func(t *testing.T) {
+			t.Parallel()
+			const dim = 24
+			r := rand.New(rand.NewPCG(7, uint64(common)))
+			centers := make([][]float32, 30)
+			for c := range centers {
+				centers[c] = randomUnit(r, dim)
+			}
+			point := func() []float32 {
+				c := centers[r.IntN(len(centers))]
+				p := make([]float32, dim)
+				for j := range p {
+					p[j] = c[j] + float32(r.NormFloat64())*0.15
+				}
+				return rag.Normalize(p)
+			}
+			v := vectors{q8: lists{minRows: 1000, common: common}}
+			vecs := map[string][]float32{}
+			want := func(i int) []float32 { return vecs[v.ids.id(i)] }
+			n := 0
+			put := func(id string, vec []float32) {
+				v.put(rag.Chunk{ID: id}, vec, int64(n), 4, nil)
+				vecs[id] = vec
+				n++
+			}
+			for i := range 1200 {
+				put(fmt.Sprint("c", i), point())
+			}
+			start := func() *training {
+				tr := &training{n: v.ids.len()}
+				v.q8.aside = tr
+				return tr
+			}
+
+			calls := 0
+			write := func(done bool) {
+				calls++
+				v.mu.Lock()
+				defer v.mu.Unlock()
+				switch {
+				case done: // after the batches: rows none of them read
+					for range 5 {
+						put(fmt.Sprint("c", n), point())
+					}
+				case calls == 1: // after the k-means: nothing placed yet
+					for range 50 {
+						put(fmt.Sprint("c", n), point())
+					}
+				case calls == 3: // two batches of 100 placed
+					for i := range 20 { // placed rows replaced, by points elsewhere
+						put(v.ids.id(i*7), point())
+					}
+					for i := range 15 { // placed rows given the last row's number
+						id := v.ids.id(i * 11)
+						v.remove(id)
+						delete(vecs, id)
+					}
+				}
+			}
+			tr := start()
+			v.trainAside(tr, v.sample(kmeansSample*listsFor(tr.n)), 100, write)
+			if v.q8.cents == nil || v.q8.aside != nil || v.q8.trainedAt != 1200 {
+				t.Fatalf("not installed: trained %v, aside %v, trained at %d", v.q8.cents != nil, v.q8.aside, v.q8.trainedAt)
+			}
+			if len(tr.dirty) == 0 {
+				t.Fatal("no rows written while it ran")
+			}
+			v.q8.check(t, &v, want)
+
+			// The index's rows replaced in between (a load resets the lists):
+			// the training is dropped, the new lists left as they are.
+			for range 1000 {
+				put(fmt.Sprint("c", n), point())
+			}
+			tr = start()
+			before := v.q8.trainedAt
+			v.trainAside(tr, v.sample(kmeansSample*listsFor(tr.n)), 100, func(bool) {
+				v.mu.Lock()
+				v.q8.aside = nil
+				v.mu.Unlock()
+			})
+			if v.q8.trainedAt != before {
+				t.Fatalf("a dropped training installed: trained at %d, was %d", v.q8.trainedAt, before)
+			}
+			v.q8.check(t, &v, want)
+		})
+	}
+}
+
+// Past asideRows a write's training runs aside: the write returns before
+// it, searches go on, and once done (vectors.trainings) the index is
+// partitioned, each chunk still found by its own vector.
+func TestStoreTrainsAside(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const dim = 16
+	s.SetVectorLists(300)
+	r := rand.New(rand.NewPCG(11, 12))
+	x := s.For("acme")
+	vecs := map[string][]float32{}
+	var chunks []rag.Chunk
+	for i := range 900 {
+		id := fmt.Sprint("c", i)
+		vecs[id] = randomUnit(r, dim)
+		chunks = append(chunks, rag.Chunk{ID: id, Text: fmt.Sprint("note ", i), SourceURN: fmt.Sprint("urn:", i), Vector: vecs[id]})
+	}
+	if _, err := x.NearVector(ctx, rag.Query{Vector: vecs["c0"]}); err != nil { // loads the empty index
+		t.Fatal(err)
+	}
+	v := s.vectorsOf("acme")
+	v.mu.Lock()
+	v.q8.asideRows = 500
+	v.mu.Unlock()
+	for b := 0; b < len(chunks); b += 100 {
+		if err := x.Upsert(ctx, chunks[b:b+100]...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.NearVector(ctx, rag.Query{Vector: vecs["c0"], Limit: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v.trainings.Wait()
+	v.mu.RLock()
+	trained, at, k := v.q8.cents != nil, v.q8.trainedAt, len(v.q8.ls)
+	v.mu.RUnlock()
+	// Trained at once at 300 rows (under asideRows), aside at 600.
+	if !trained || at != 600 || k != listsFor(600) {
+		t.Fatalf("900 chunks written: trained %v at %d rows, %d lists", trained, at, k)
+	}
+	v.mu.Lock()
+	for i := range v.ids.len() {
+		if l := v.q8.nearest(v.q8.row(i), v.q8.scale(i)); l != v.q8.listOf[i] {
+			t.Fatalf("row %d is in list %d, its nearest centroid is %d's", i, v.q8.listOf[i], l)
+		}
+	}
+	v.mu.Unlock()
+	for _, id := range []string{"c0", "c450", "c899"} {
+		hits, err := x.NearVector(ctx, rag.Query{Vector: vecs[id], Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) == 0 || hits[0].Chunk.ID != id {
+			t.Fatalf("%s's own vector: %v", id, hits)
+		}
+	}
 }

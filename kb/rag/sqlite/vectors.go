@@ -53,6 +53,9 @@ type vectors struct {
 	docMetas shared[docMeta]
 	refSets  shared[[]string]
 	postings // BM25's inverted index (postings.go)
+
+	// trainings counts the lists' trainings running aside (trainAside).
+	trainings sync.WaitGroup
 }
 
 // shared is a table of values each kept once, counted by the rows using
@@ -399,7 +402,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	defer rows.Close()
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.ids, v.seqs, v.tokens = -1, 0, rowIDs{}, nil, 0
-	v.stride, v.q8, v.r8 = 0, lists{minRows: v.q8.minRows, common: v.q8.common}, pages{}
+	v.stride, v.q8, v.r8 = 0, lists{minRows: v.q8.minRows, common: v.q8.common, asideRows: v.q8.asideRows}, pages{}
 	v.metaOf, v.docMetas, v.refSets = nil, newDocMetas(), newRefSets()
 	v.postings = postings{}
 	v.reserve(n)
@@ -468,17 +471,95 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 		l.fit()
 		v.terms[t] = l
 	}
-	v.retrain()
+	v.retrain(false)
 	v.gen = gen
 	return nil
 }
 
 // retrain partitions the rows anew when they are due (lists.needsTraining),
-// on a sample of kmeansSample vectors per list.
-func (v *vectors) retrain() {
-	if v.q8.needsTraining() {
-		v.q8.train(v.sample(kmeansSample*listsFor(v.ids.len())), defaultParts())
+// on a sample of kmeansSample vectors per list: at once under the write
+// lock the caller holds (a load, or a small index), else aside
+// (trainAside) when asked by a write. One training at a time.
+func (v *vectors) retrain(aside bool) {
+	ls := &v.q8
+	if ls.aside != nil || !ls.needsTraining() {
+		return
 	}
+	n := v.ids.len()
+	sample := v.sample(kmeansSample * listsFor(n))
+	if !aside || n < cmp.Or(ls.asideRows, trainAsideRows) || n < cmp.Or(ls.minRows, ivfMinRows)/2 || len(sample) == 0 {
+		ls.train(sample, defaultParts())
+		return
+	}
+	t := &training{n: n}
+	ls.aside = t
+	v.trainings.Add(1)
+	go func() {
+		defer v.trainings.Done()
+		v.trainAside(t, sample, trainAsideBatch, nil)
+	}()
+}
+
+// trainAside trains the lists on sample (taken at t.n rows) beside the
+// index's writes and searches: the k-means on the sample alone, holding
+// no lock; every row's list in batches of trainAsideBatch under the read
+// lock (searches go on, a write waits for one batch); then, under the
+// write lock, the rows written since their lists were worked out
+// (t.dirty, and any added after) are assigned again and the rows moved
+// into the new lists. A training the index no longer waits for — a load
+// replaced its rows in between — is dropped. between, when not nil, is
+// called with no lock held after the k-means, after each batch and, done,
+// before the install (tests write there).
+func (v *vectors) trainAside(t *training, sample [][]float32, batch int, between func(done bool)) {
+	v.mu.RLock()
+	stride, common := v.q8.stride, v.q8.common
+	v.mu.RUnlock()
+	p := newPartition(sample, min(listsFor(t.n), len(sample)), stride, common)
+	var assigned []int32
+	for {
+		if between != nil {
+			between(false)
+		}
+		v.mu.RLock()
+		if v.q8.aside != t {
+			v.mu.RUnlock()
+			return
+		}
+		lo := len(assigned)
+		hi := min(len(v.q8.listOf), lo+batch)
+		if lo < hi {
+			assigned = append(assigned, slices.Repeat([]int32{0}, hi-lo)...)
+			v.q8.assignRows(&p, lo, hi, 1, assigned)
+		}
+		v.mu.RUnlock()
+		if lo >= hi {
+			break
+		}
+	}
+	if between != nil {
+		between(true)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ls := &v.q8
+	if ls.aside != t {
+		return
+	}
+	ls.aside = nil
+	n := len(ls.listOf)
+	if len(assigned) > n {
+		assigned = assigned[:n]
+	}
+	lo := len(assigned)
+	assigned = append(assigned, slices.Repeat([]int32{0}, n-lo)...)
+	ls.assignRows(&p, lo, n, 1, assigned)
+	a := p.assigner()
+	for _, i := range t.dirty {
+		if int(i) < lo {
+			assigned[i] = a.list(ls, int(i))
+		}
+	}
+	ls.install(p, t.n, assigned)
 }
 
 type scored struct {
