@@ -77,22 +77,27 @@ func TestBenchSyntheticAndBackend(t *testing.T) {
 		t.Fatalf("runs %+v", rep.Runs)
 	}
 	x := rep.Runs[0]
-	if x.Corpus != "synthetic:120" || x.Documents != 120 || x.Chunks < 120 || x.ChunkStore != "sqlite (embedded)" || x.Freshness.N != 2 {
+	if x.Corpus != "synthetic:120" || x.Documents != 120 || x.Chunks < 120 || x.ChunkStore != "sqlite (embedded, vector lists from 100000 chunks)" || x.Freshness.N != 2 {
 		t.Errorf("run %+v", x)
 	}
-	// rag.sqlite.vector_lists reaches the measured chunk store, which the
-	// report names (30 documents are far under it: every search exact),
-	// and 0, the default, names none.
-	code, out, errOut = runCLI(t, []string{"JERVIS_RAG_SQLITE_VECTOR_LISTS=10000"}, "bench", "--json", "--trickle", "0", "--synthetic", "30")
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
-	}
-	rep = BenchReport{}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Runs) != 1 {
-		t.Fatal(err, out)
-	}
-	if x := rep.Runs[0]; x.ChunkStore != "sqlite (embedded, vector lists from 10000 chunks)" || x.VectorRecall != 1 {
-		t.Errorf("with vector lists: chunk store %q, vector recall %v", x.ChunkStore, x.VectorRecall)
+	// rag.sqlite.vector_lists (100,000 unless set, above) reaches the
+	// measured chunk store, which the report names (30 documents are far
+	// under it: every search exact), and 0 (never) names none.
+	for _, tc := range []struct{ lists, want string }{
+		{"10000", "sqlite (embedded, vector lists from 10000 chunks)"},
+		{"0", "sqlite (embedded)"},
+	} {
+		code, out, errOut = runCLI(t, []string{"JERVIS_RAG_SQLITE_VECTOR_LISTS=" + tc.lists}, "bench", "--json", "--trickle", "0", "--synthetic", "30")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		rep = BenchReport{}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Runs) != 1 {
+			t.Fatal(err, out)
+		}
+		if x := rep.Runs[0]; x.ChunkStore != tc.want || x.VectorRecall != 1 {
+			t.Errorf("vector lists %s: chunk store %q, vector recall %v", tc.lists, x.ChunkStore, x.VectorRecall)
+		}
 	}
 	if code, _, errOut := runCLI(t, []string{"JERVIS_RAG_SQLITE_VECTOR_LISTS=500"}, "bench", "--synthetic", "10"); code == 0 || !strings.Contains(errOut, "rag.sqlite.vector_lists") {
 		t.Errorf("vector lists of 500: exit %d %q", code, errOut)

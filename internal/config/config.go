@@ -197,12 +197,25 @@ type RAG struct {
 	Weaviate Weaviate  `yaml:"weaviate"`
 }
 
+// DefaultVectorLists is rag.sqlite.vector_lists unless set: from 100,000
+// chunks a client's vectors are in lists. Since their trainings run aside
+// (beside writes and searches, not under the index's write lock), at
+// 583,209 chunks (jervis bench --synthetic 100000, medians of three) they
+// cost the import nothing measurable — 225 against 228 documents/s,
+// freshness p99 252 against 292 ms — and took one client's search from
+// 15.0 / 39.7 to 8.3 / 16.6 ms (p50 / p99) and 16 clients from 91 to 154
+// searches/s, finding 0.885 of an exact scan's best 80 vectors
+// (BENCHMARKS.md, twentieth round). Under it (the dev corpora's 41,000
+// chunks) every search is exact, as before.
+const DefaultVectorLists = 100_000
+
 // RAGSQLite tunes the embedded chunk store (rag.backend sqlite).
 type RAGSQLite struct {
 	// VectorLists is how many chunks a client needs before its vectors are
 	// kept in lists (an inverted file: a search scans the lists nearest
 	// the query, about a tenth of the rows, instead of every row —
-	// approximate, faster); 0, the default: never, every search exact.
+	// approximate, faster); 100,000 by default (DefaultVectorLists); 0:
+	// never, every search exact.
 	VectorLists int `yaml:"vector_lists"`
 }
 
@@ -250,7 +263,7 @@ func Default() Config {
 		Log:             Log{Level: "info", Format: "text"},
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}, Mongo: Mongo{Timeout: 30 * time.Second}},
 		Graph:           Graph{Backend: "sqlite", Arango: Arango{Database: "jervis", User: "root", Timeout: 30 * time.Second}},
-		RAG:             RAG{Backend: "sqlite", Weaviate: Weaviate{Class: "JervisChunk", Timeout: 30 * time.Second}},
+		RAG:             RAG{Backend: "sqlite", SQLite: RAGSQLite{VectorLists: DefaultVectorLists}, Weaviate: Weaviate{Class: "JervisChunk", Timeout: 30 * time.Second}},
 		Embedder:        Embedder{Backend: "glove", Ollama: OllamaEmbedder{Host: "http://127.0.0.1:11434", Model: "nomic-embed-text", Timeout: 60 * time.Second}},
 		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
 		Qualifier:       Qualifier{Concurrency: 4, Batch: 16, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
