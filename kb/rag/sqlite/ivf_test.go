@@ -436,6 +436,12 @@ func TestTrainingAsideKeepsWrites(t *testing.T) {
 			if v.q8.trainedAt != before {
 				t.Fatalf("a dropped training installed: trained at %d, was %d", v.q8.trainedAt, before)
 			}
+			tr = start()
+			v.q8.aside = nil // replaced before its k-means began
+			v.trainAside(tr, v.sample(kmeansSample*listsFor(tr.n)), 100, func(bool) { t.Fatal("a dropped training ran") })
+			if v.q8.trainedAt != before {
+				t.Fatalf("a dropped training installed: trained at %d, was %d", v.q8.trainedAt, before)
+			}
 			v.q8.check(t, &v, want)
 		})
 	}

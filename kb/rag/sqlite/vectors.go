@@ -512,8 +512,11 @@ func (v *vectors) retrain(aside bool) {
 // before the install (tests write there).
 func (v *vectors) trainAside(t *training, sample [][]float32, batch int, between func(done bool)) {
 	v.mu.RLock()
-	stride, common := v.q8.stride, v.q8.common
+	stride, common, current := v.q8.stride, v.q8.common, v.q8.aside == t
 	v.mu.RUnlock()
+	if !current { // a load replaced the rows (and the lists) already
+		return
+	}
 	p := newPartition(sample, min(listsFor(t.n), len(sample)), stride, common)
 	var assigned []int32
 	for {
