@@ -334,6 +334,11 @@ func TestOldIndexTablesAreDropped(t *testing.T) {
 	if len(old) != 0 {
 		t.Fatalf("old tables left: %q", old)
 	}
+	// Their pages went back to the disk, not kept free in the file.
+	var free int
+	if err := s.db.R.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil || free != 0 {
+		t.Fatalf("%d free pages left in the file (%v)", free, err)
+	}
 }
 
 // Texts tokenized word by word through the memory give exactly FTS5's
