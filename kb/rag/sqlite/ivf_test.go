@@ -292,18 +292,6 @@ func TestStorePartitionsItsVectors(t *testing.T) {
 	if _, err := x.NearVector(ctx, rag.Query{Vector: vecs["c0"]}); err != nil { // loads the empty index: writes apply to it
 		t.Fatal(err)
 	}
-	findsItself := func(x rag.Index, ids ...string) {
-		t.Helper()
-		for _, id := range ids {
-			hits, err := x.NearVector(ctx, rag.Query{Vector: vecs[id], Limit: 3})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(hits) == 0 || hits[0].Chunk.ID != id {
-				t.Fatalf("%s's own vector: %v", id, hits)
-			}
-		}
-	}
 	lists := func(s *Store) (int, bool) {
 		v := s.vectorsOf("acme")
 		v.mu.RLock()
@@ -318,7 +306,7 @@ func TestStorePartitionsItsVectors(t *testing.T) {
 			t.Fatalf("%d chunks written: %d lists, trained %v", b+100, k, trained)
 		}
 	}
-	findsItself(x, "c0", "c350", "c699")
+	findsItself(t, x, vecs, "c0", "c350", "c699")
 
 	other, err := Open(ctx, path) // another process: it loads the index
 	if err != nil {
@@ -326,7 +314,7 @@ func TestStorePartitionsItsVectors(t *testing.T) {
 	}
 	defer other.Close()
 	other.SetVectorLists(minRows)
-	findsItself(other.For("acme"), "c1", "c351", "c698")
+	findsItself(t, other.For("acme"), vecs, "c1", "c351", "c698")
 	if k, trained := lists(other); !trained || k != listsFor(700) {
 		t.Fatalf("loaded 700 chunks: %d lists, trained %v", k, trained)
 	}
@@ -341,7 +329,7 @@ func TestStorePartitionsItsVectors(t *testing.T) {
 	if k, trained := lists(s); trained || k != 1 {
 		t.Fatalf("100 chunks left: %d lists, trained %v", k, trained)
 	}
-	findsItself(x, "c600", "c699")
+	findsItself(t, x, vecs, "c600", "c699")
 }
 
 // A training aside (trainAside) works out every row's list while rows are
@@ -447,9 +435,10 @@ func TestTrainingAsideKeepsWrites(t *testing.T) {
 	}
 }
 
-// Past asideRows a write's training runs aside: the write returns before
-// it, searches go on, and once done (vectors.trainings) the index is
-// partitioned, each chunk still found by its own vector.
+// Past asideRows a write's training runs aside, and a load's: the write
+// (the first search) returns before it, searches go on, and once done
+// (Store.Settle) the index is partitioned, each chunk still found by its
+// own vector.
 func TestStoreTrainsAside(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -484,23 +473,48 @@ func TestStoreTrainsAside(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	v.trainings.Wait()
-	v.mu.RLock()
-	trained, at, k := v.q8.cents != nil, v.q8.trainedAt, len(v.q8.ls)
-	v.mu.RUnlock()
+	s.Settle()
 	// Trained at once at 300 rows (under asideRows), aside at 600.
-	if !trained || at != 600 || k != listsFor(600) {
-		t.Fatalf("900 chunks written: trained %v at %d rows, %d lists", trained, at, k)
+	partitioned(t, v, 600)
+	findsItself(t, x, vecs, "c0", "c450", "c899")
+
+	// Another process loads the 900 rows: its first search does not wait
+	// for their training, which runs aside.
+	other, err := Open(ctx, s.db.Path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer other.Close()
+	other.SetVectorLists(300)
+	ov := other.vectorsOf("acme")
+	ov.q8.asideRows = 500
+	findsItself(t, other.For("acme"), vecs, "c1", "c451", "c898")
+	other.Settle()
+	partitioned(t, ov, 900)
+	findsItself(t, other.For("acme"), vecs, "c2", "c452", "c897")
+}
+
+// partitioned fails t unless v's lists were trained at rows rows, and
+// every row is in its nearest centroid's list.
+func partitioned(t *testing.T, v *vectors, rows int) {
+	t.Helper()
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.q8.cents == nil || v.q8.trainedAt != rows || len(v.q8.ls) != listsFor(rows) {
+		t.Fatalf("%d rows: trained %v at %d rows, %d lists", v.ids.len(), v.q8.cents != nil, v.q8.trainedAt, len(v.q8.ls))
+	}
 	for i := range v.ids.len() {
 		if l := v.q8.nearest(v.q8.row(i), v.q8.scale(i)); l != v.q8.listOf[i] {
 			t.Fatalf("row %d is in list %d, its nearest centroid is %d's", i, v.q8.listOf[i], l)
 		}
 	}
-	v.mu.Unlock()
-	for _, id := range []string{"c0", "c450", "c899"} {
-		hits, err := x.NearVector(ctx, rag.Query{Vector: vecs[id], Limit: 3})
+}
+
+// findsItself fails t unless each chunk's own vector finds it first.
+func findsItself(t *testing.T, x rag.Index, vecs map[string][]float32, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		hits, err := x.NearVector(t.Context(), rag.Query{Vector: vecs[id], Limit: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -471,15 +471,17 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 		l.fit()
 		v.terms[t] = l
 	}
-	v.retrain(false)
+	v.retrain(true) // a large index is searched exactly until its lists are in
 	v.gen = gen
 	return nil
 }
 
 // retrain partitions the rows anew when they are due (lists.needsTraining),
 // on a sample of kmeansSample vectors per list: at once under the write
-// lock the caller holds (a load, or a small index), else aside
-// (trainAside) when asked by a write. One training at a time.
+// lock the caller holds when not aside or for a small index, else aside
+// (trainAside): writes and loads ask for it aside — a load's searches
+// scan every row until the lists are in (at 583,209 chunks the training
+// was 30–40 s of a load's 70–80). One training at a time.
 func (v *vectors) retrain(aside bool) {
 	ls := &v.q8
 	if ls.aside != nil || !ls.needsTraining() {
@@ -1018,6 +1020,21 @@ func (s *Store) Preload(ctx context.Context, report func(client string, chunks i
 		}
 	}
 	return nil
+}
+
+// Settle waits for the vector lists' trainings running aside (every
+// client's): a benchmark that measures searches does, so that it measures
+// the lists and not an exact scan while they are made.
+func (s *Store) Settle() {
+	s.mu.Lock()
+	vs := make([]*vectors, 0, len(s.indexes))
+	for _, v := range s.indexes {
+		vs = append(vs, v)
+	}
+	s.mu.Unlock()
+	for _, v := range vs {
+		v.trainings.Wait()
+	}
 }
 
 // VectorCount implements rag.VectorSampler from the vectors in memory: once
