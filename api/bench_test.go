@@ -18,10 +18,13 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/api"
+	"github.com/jervis-dev/jervis/internal/config"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb/benchcorpus"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
+	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
+	ragsqlite "github.com/jervis-dev/jervis/kb/rag/sqlite"
 )
 
 // BenchmarkSearchHTTP measures POST /api/v1/search over loopback at 100,000
@@ -37,7 +40,9 @@ func BenchmarkSearchHTTP(b *testing.B) {
 	if cache := os.Getenv("JERVIS_BENCH_DIR"); cache != "" {
 		dir = filepath.Join(cache, fmt.Sprint(size))
 	}
-	all := embeddedtest.Open(b, dir)
+	// The chunk store as jervis serve opens it: the vector lists from the
+	// configuration's default (100,000 chunks: this corpus is partitioned).
+	all := embeddedtest.OpenWith(b, dir, embedded.Backends{VectorLists: config.DefaultVectorLists})
 	st, k, g, c, emb := all.Store, all.KB.KB, all.Graph, all.Chunks, all.Embedder.(*glove.Embedder)
 
 	var corpus []struct{ Content string }
@@ -97,6 +102,7 @@ func BenchmarkSearchHTTP(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	c.(*ragsqlite.Store).Settle() // the lists in, as a server's are once trained
 	for _, clients := range []int{1, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			perClient := 50 * b.N
