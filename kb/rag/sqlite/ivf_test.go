@@ -58,6 +58,23 @@ func (ls *lists) check(t *testing.T, v *vectors, want func(i int) []float32) {
 	}
 }
 
+// clustered returns a source of unit vectors of dim dimensions, each near
+// one of k random centers (noise 0.15), drawn from r.
+func clustered(r *rand.Rand, dim, k int) func() []float32 {
+	centers := make([][]float32, k)
+	for c := range centers {
+		centers[c] = randomUnit(r, dim)
+	}
+	return func() []float32 {
+		c := centers[r.IntN(len(centers))]
+		p := make([]float32, dim)
+		for j := range p {
+			p[j] = c[j] + float32(r.NormFloat64())*0.15
+		}
+		return rag.Normalize(p)
+	}
+}
+
 // Rows added, replaced and removed stay where the lists say, through
 // trainings as the index grows past the floor, and back to one list as it
 // shrinks under half of it.
@@ -73,20 +90,8 @@ func TestListsKeepTheirRows(t *testing.T) {
 }
 
 func listsKeepTheirRows(t *testing.T, common int) {
-	const dim = 24
 	r := rand.New(rand.NewPCG(5, 6))
-	centers := make([][]float32, 40)
-	for c := range centers {
-		centers[c] = randomUnit(r, dim)
-	}
-	point := func() []float32 {
-		c := centers[r.IntN(len(centers))]
-		p := make([]float32, dim)
-		for j := range p {
-			p[j] = c[j] + float32(r.NormFloat64())*0.15
-		}
-		return rag.Normalize(p)
-	}
+	point := clustered(r, 24, 40)
 	v := vectors{q8: lists{minRows: 1000, common: common}}
 	vecs := map[string][]float32{}
 	var names []string
@@ -111,7 +116,8 @@ func listsKeepTheirRows(t *testing.T, common int) {
 				delete(vecs, names[k])
 			}
 		}
-		v.retrain(false)
+		v.retrain()
+		v.trainings.Wait()
 		v.q8.check(t, &v, want)
 		if trained := v.q8.cents != nil; trained != (v.ids.len() >= 1000) || trained && len(v.q8.dirs) != common {
 			t.Fatalf("step %d: %d rows, trained %v, %d directions", step, v.ids.len(), trained, len(v.q8.dirs))
@@ -126,7 +132,8 @@ func listsKeepTheirRows(t *testing.T, common int) {
 			delete(vecs, id)
 		}
 	}
-	v.retrain(false)
+	v.retrain()
+	v.trainings.Wait()
 	v.q8.check(t, &v, want)
 	if v.q8.cents != nil || len(v.q8.ls) != 1 {
 		t.Fatalf("%d rows: still %d lists", v.ids.len(), len(v.q8.ls))
@@ -168,7 +175,8 @@ func TestIVFRecall(t *testing.T) {
 		vecs[i] = near(centers[r.IntN(len(centers))], 0.08)
 		v.put(rag.Chunk{ID: fmt.Sprint("chunk-", i), SourceType: "jira"}, vecs[i], int64(i+1), 10, nil)
 	}
-	v.retrain(false)
+	v.retrain()
+	v.trainings.Wait()
 	if len(v.q8.ls) != listsFor(rows) {
 		t.Fatalf("%d rows in %d lists, want %d", rows, len(v.q8.ls), listsFor(rows))
 	}
@@ -242,7 +250,8 @@ func TestIVFRecallInTheQueriesSpace(t *testing.T) {
 		for i, vec := range vecs {
 			v.put(rag.Chunk{ID: fmt.Sprint("chunk-", i)}, vec, int64(i+1), 10, nil)
 		}
-		v.retrain(false)
+		v.retrain()
+		v.trainings.Wait()
 		dirs := rag.DominantDirections(v.sample(2000), dim, 4)
 		rq := rand.New(rand.NewPCG(9, 10))
 		found, total := 0, 0
@@ -342,20 +351,7 @@ func TestTrainingAsideKeepsWrites(t *testing.T) {
 	for _, common := range []int{0, 3} {
 		t.Run(fmt.Sprint("common ", common), func(t *testing.T) {
 			t.Parallel()
-			const dim = 24
-			r := rand.New(rand.NewPCG(7, uint64(common)))
-			centers := make([][]float32, 30)
-			for c := range centers {
-				centers[c] = randomUnit(r, dim)
-			}
-			point := func() []float32 {
-				c := centers[r.IntN(len(centers))]
-				p := make([]float32, dim)
-				for j := range p {
-					p[j] = c[j] + float32(r.NormFloat64())*0.15
-				}
-				return rag.Normalize(p)
-			}
+			point := clustered(rand.New(rand.NewPCG(7, uint64(common))), 24, 30)
 			v := vectors{q8: lists{minRows: 1000, common: common}}
 			vecs := map[string][]float32{}
 			want := func(i int) []float32 { return vecs[v.ids.id(i)] }

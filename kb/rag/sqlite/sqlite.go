@@ -286,7 +286,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 			}
 			v.put(c, normalized[i], seqs[i], length, terms)
 		}
-		v.retrain(true)
+		v.retrain()
 		v.gen = gen
 	} else {
 		v.gen = -1 // someone else wrote in between: reload on next search
@@ -500,7 +500,7 @@ func (x *index) deleteWhere(ctx context.Context, where string, arg any) (int, er
 		for _, id := range ids {
 			v.remove(id)
 		}
-		v.retrain(true)
+		v.retrain()
 		v.gen = gen
 	} else {
 		v.gen = -1

@@ -471,25 +471,26 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 		l.fit()
 		v.terms[t] = l
 	}
-	v.retrain(true) // a large index is searched exactly until its lists are in
+	v.retrain() // a large index is searched exactly until its lists are in
 	v.gen = gen
 	return nil
 }
 
 // retrain partitions the rows anew when they are due (lists.needsTraining),
 // on a sample of kmeansSample vectors per list: at once under the write
-// lock the caller holds when not aside or for a small index, else aside
-// (trainAside): writes and loads ask for it aside — a load's searches
-// scan every row until the lists are in (at 583,209 chunks the training
-// was 30–40 s of a load's 70–80). One training at a time.
-func (v *vectors) retrain(aside bool) {
+// lock the caller holds for a small index (or one going back to a single
+// list), else aside (trainAside) — after a write or a load, whose
+// searches scan every row until the lists are in (at 583,209 chunks the
+// training was 30–40 s of a load's 70–80). One training at a time; wait
+// for it with v.trainings.
+func (v *vectors) retrain() {
 	ls := &v.q8
 	if ls.aside != nil || !ls.needsTraining() {
 		return
 	}
 	n := v.ids.len()
 	sample := v.sample(kmeansSample * listsFor(n))
-	if !aside || n < cmp.Or(ls.asideRows, trainAsideRows) || n < cmp.Or(ls.minRows, ivfMinRows)/2 || len(sample) == 0 {
+	if n < cmp.Or(ls.asideRows, trainAsideRows) || n < cmp.Or(ls.minRows, ivfMinRows)/2 || len(sample) == 0 {
 		ls.train(sample, defaultParts())
 		return
 	}
