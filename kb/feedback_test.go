@@ -27,6 +27,17 @@ func TestFeedbackQueryTakesTheItemsTellingWords(t *testing.T) {
 	if got := kb.FeedbackQuery("x1 y2", "y2 y2 z3", 2, nil); got != "y2 x1" { // repeated first, then first seen
 		t.Fatalf("unweighted: %q", got)
 	}
+	// A word weighed 0 is too common to tell: left out, the next word
+	// takes its place.
+	common := func(w string) float64 {
+		if w == "cameraactivity" {
+			return 0
+		}
+		return rare(w)
+	}
+	if got := kb.FeedbackQuery("App crash", "The app crash: CameraActivity throws. CameraActivity again, the app, the app, the app.", 3, common); got != "throws again app" {
+		t.Fatalf("weighed 0: %q", got)
+	}
 }
 
 func TestCoverageWeighsTheQuerysWords(t *testing.T) {
@@ -134,5 +145,47 @@ func TestQueriesWeighWordsByTheClientsCorpus(t *testing.T) {
 	words = strings.Fields(res.Query)
 	if i := slices.Index(words, "zorbix"); i < 0 || i < slices.Index(words, "keychain") {
 		t.Fatalf("similar query %q: zorbix before keychain", res.Query)
+	}
+}
+
+// A word held by more than kb.CommonShare of the client's chunks (and by
+// more than a small index's floor) is left out of the feedback and
+// similar items' queries however often the item repeats it; a word held by
+// fewer is weighed by its rarity as before.
+func TestQueriesLeaveOutWordsTooCommonToTell(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	// 160 items: every one says "zorbix" (160 chunks, over the floor of
+	// 100 and 0.5 % of them), 90 say "gadget" (under the floor: kept).
+	const crash = "Zorbix zorbix zorbix gadget gadget: the keychain crash in zorbix, the keychain daemon."
+	for i := range 160 {
+		r := kb.IngestRequest{Client: "acme", MainNode: fmt.Sprintf("jira:ZX-%d", i), SourceURN: fmt.Sprintf("JIRA:ZX-%d", i),
+			Title: fmt.Sprintf("Release %d", i), Content: fmt.Sprintf("Zorbix release %d.", i)}
+		if i < 90 {
+			r.Content = fmt.Sprintf("Zorbix gadget release %d.", i)
+		}
+		if i == 0 {
+			r.Title, r.Content = "Keychain crash", crash
+		}
+		if _, err := e.kb.Ingest(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "keychain crash daemon", Alpha: ptr(0.0), Expand: ptr(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Fields(pack.Feedback)
+	if slices.Contains(words, "zorbix") || !slices.Contains(words, "keychain") || !slices.Contains(words, "gadget") {
+		t.Fatalf("feedback query %q: want keychain and gadget, not zorbix", pack.Feedback)
+	}
+	res, err := e.kb.Similar(ctx, kb.SimilarRequest{Client: "acme", SourceURN: "JIRA:ZX-0", Title: "Crash report", Text: crash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	words = strings.Fields(res.Query)
+	if slices.Contains(words, "zorbix") || !slices.Contains(words, "keychain") || !slices.Contains(words, "gadget") {
+		t.Fatalf("similar query %q: want keychain and gadget, not zorbix", res.Query)
 	}
 }
