@@ -21,8 +21,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
@@ -232,13 +235,11 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 		if len(commits) > budget {
 			commits, moved, batch.More = commits[:budget], commits[budget-1].Hash, true
 		}
-		for _, c := range commits {
-			d, err := document(c)
-			if err != nil {
-				return pollers.Batch{}, err
-			}
-			batch.Documents = append(batch.Documents, d)
+		docs, err := s.documents(ctx, repo, commits)
+		if err != nil {
+			return pollers.Batch{}, err
 		}
+		batch.Documents = append(batch.Documents, docs...)
 		budget -= len(commits)
 		heads[br] = moved.String()
 		if moved == head { // caught up: record where the branch is
@@ -248,6 +249,84 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 	b, _ := json.Marshal(heads)
 	batch.Cursor = string(b)
 	return batch, nil
+}
+
+// parallelFrom is how many commits a page needs before their documents are
+// made on several CPUs (parallelWorkers at most).
+const (
+	parallelFrom    = 64
+	parallelWorkers = 4
+)
+
+// documents returns the commits' documents, in their order. A commit's
+// document holds its diff stats, which go-git works out by diffing every
+// file it changed: half of a bundle's import (2,043 commits of the dev
+// corpus: 4.2 of 8.1 CPU-s). A page of parallelFrom commits or more is
+// shared among up to one worker per CPU; go-git is not safe for concurrent
+// use of one repository (go-git/go-git#48, #773), so every worker but the
+// first reads the commits again from a repository of its own, opened on the
+// same directory, as its maintainers advise.
+func (s *Source) documents(ctx context.Context, repo *gogit.Repository, commits []*object.Commit) ([]store.Document, error) {
+	docs := make([]store.Document, len(commits))
+	workers := min(runtime.GOMAXPROCS(0), parallelWorkers)
+	if len(commits) < parallelFrom || workers < 2 {
+		for i, c := range commits {
+			d, err := document(c)
+			if err != nil {
+				return nil, err
+			}
+			docs[i] = d
+		}
+		return docs, nil
+	}
+	var next atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			own := repo
+			if w > 0 {
+				r, done, err := reading(s.cfg.Dir)
+				if err != nil {
+					errs[w] = fmt.Errorf("git: open %s: %w", s.cfg.Dir, err)
+					next.Store(int64(len(commits))) // the others stop too
+					return
+				}
+				defer done()
+				own = r
+			}
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(commits) || ctx.Err() != nil {
+					return
+				}
+				c := commits[i]
+				if w > 0 {
+					var err error
+					if c, err = own.CommitObject(c.Hash); err != nil {
+						errs[w] = fmt.Errorf("git: commit %s: %w", commits[i].Hash, err)
+						next.Store(int64(len(commits)))
+						return
+					}
+				}
+				d, err := document(c)
+				if err != nil {
+					errs[w] = err
+					next.Store(int64(len(commits)))
+					return
+				}
+				docs[i] = d
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return docs, nil
 }
 
 // newCommits returns the commits reachable from head and from none of

@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/jervis-dev/jervis/internal/integration"
+	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/git"
 )
@@ -276,5 +277,48 @@ func TestPollLeavesNoPackFileOpen(t *testing.T) {
 		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, clone) {
 			t.Errorf("%s is still open after the poll", target)
 		}
+	}
+}
+
+// A page of many commits is made on several CPUs, each worker reading from
+// a repository of its own: its documents are those a page at a time makes,
+// in the same order, diff stats included.
+func TestManyCommitsMakeTheSameDocumentsInParallel(t *testing.T) {
+	t.Parallel()
+	r := newRepo(t)
+	for i := range 90 {
+		r.commit(fmt.Sprintf("f%d.txt", i%7), fmt.Sprintf("Change %d for OPS-%d", i, i%5), i)
+	}
+	all := func(batch int) []store.Document {
+		t.Helper()
+		src, err := git.New(git.Config{URL: r.dir, Dir: filepath.Join(t.TempDir(), "clone"), Batch: batch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []store.Document
+		for cursor := ""; ; {
+			b, err := src.Poll(context.Background(), cursor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs, cursor = append(docs, b.Documents...), b.Cursor
+			if !b.More {
+				return docs
+			}
+		}
+	}
+	one, paged := all(500), all(10) // 90 in one page; pages of 10, each made in turn
+	if len(one) != 91 || len(paged) != len(one) {
+		t.Fatalf("%d and %d documents, want 91 (90 commits and the branch)", len(one), len(paged))
+	}
+	for i := range one {
+		a, b := one[i], paged[i]
+		if a.ExternalID != b.ExternalID || !bytes.Equal(a.Raw, b.Raw) || a.Normalized.Title != b.Normalized.Title ||
+			a.Normalized.Body != b.Normalized.Body || fmt.Sprint(a.Normalized.Metadata) != fmt.Sprint(b.Normalized.Metadata) {
+			t.Fatalf("document %d differs:\n%+v\n%+v", i, a, b)
+		}
+	}
+	if !strings.Contains(one[89].Normalized.Body, "f5.txt (+1 -1)") {
+		t.Fatalf("the last commit's diff stats: %q", one[89].Normalized.Body)
 	}
 }
