@@ -166,10 +166,15 @@ func (s *Source) open(ctx context.Context) (repo *gogit.Repository, done func(),
 // reading opens the repository at dir (bare, or its .git) with its pack
 // files kept open until done is called.
 func reading(dir string) (repo *gogit.Repository, done func(), err error) {
+	return readingWith(dir, cache.DefaultMaxSize)
+}
+
+// readingWith is reading with an object cache of at most cacheSize.
+func readingWith(dir string, cacheSize cache.FileSize) (repo *gogit.Repository, done func(), err error) {
 	if fi, err := os.Stat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
 		dir = filepath.Join(dir, ".git") // a repository with a work tree
 	}
-	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(cacheSize), filesystem.Options{KeepDescriptors: true})
 	if repo, err = gogit.Open(st, nil); err != nil {
 		st.Close()
 		return nil, nil, err
@@ -256,6 +261,11 @@ func (s *Source) Poll(ctx context.Context, cur string) (pollers.Batch, error) {
 const (
 	parallelFrom    = 64
 	parallelWorkers = 4
+	// workerCache bounds the object cache of a worker's own repository:
+	// a third of go-git's default (96 MiB), so that the workers together
+	// hold at most twice what one repository may (the dev bundle's import
+	// took the same time with it: 6.65, 7.36 s against 7.00, 7.49 s).
+	workerCache = 32 * cache.MiByte
 )
 
 // documents returns the commits' documents, in their order. A commit's
@@ -286,7 +296,7 @@ func (s *Source) documents(ctx context.Context, repo *gogit.Repository, commits 
 		wg.Go(func() {
 			own := repo
 			if w > 0 {
-				r, done, err := reading(s.cfg.Dir)
+				r, done, err := readingWith(s.cfg.Dir, workerCache)
 				if err != nil {
 					errs[w] = fmt.Errorf("git: open %s: %w", s.cfg.Dir, err)
 					next.Store(int64(len(commits))) // the others stop too
