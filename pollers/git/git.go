@@ -275,7 +275,8 @@ const (
 // shared among up to one worker per CPU; go-git is not safe for concurrent
 // use of one repository (go-git/go-git#48, #773), so every worker but the
 // first reads the commits again from a repository of its own, opened on the
-// same directory, as its maintainers advise.
+// same directory, as its maintainers advise (one that cannot open it leaves
+// its commits to the others).
 func (s *Source) documents(ctx context.Context, repo *gogit.Repository, commits []*object.Commit) ([]store.Document, error) {
 	docs := make([]store.Document, len(commits))
 	workers := min(runtime.GOMAXPROCS(0), parallelWorkers)
@@ -298,9 +299,7 @@ func (s *Source) documents(ctx context.Context, repo *gogit.Repository, commits 
 			if w > 0 {
 				r, done, err := readingWith(s.cfg.Dir, workerCache)
 				if err != nil {
-					errs[w] = fmt.Errorf("git: open %s: %w", s.cfg.Dir, err)
-					next.Store(int64(len(commits))) // the others stop too
-					return
+					return // the others take its commits (the first has the poll's repository)
 				}
 				defer done()
 				own = r
