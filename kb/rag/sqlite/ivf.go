@@ -238,12 +238,17 @@ func (p *partition) assign(row []int8, row16 []int16, out []int32) int32 {
 // index reached ivfMinRows rows, or doubled since they were trained, or
 // fell under half of ivfMinRows (one list again).
 func (ls *lists) needsTraining() bool {
-	n, floor := len(ls.listOf), cmp.Or(ls.minRows, ivfMinRows)
+	n := len(ls.listOf)
 	if ls.cents == nil {
-		return n >= floor
+		return n >= cmp.Or(ls.minRows, ivfMinRows)
 	}
-	return n >= 2*ls.trainedAt || n < floor/2
+	return n >= 2*ls.trainedAt || ls.tooFew(n)
 }
+
+// tooFew reports whether n rows are too few for lists: under half the
+// rows an index needs before it is partitioned (one that shrank below it
+// goes back to one list).
+func (ls *lists) tooFew(n int) bool { return n < cmp.Or(ls.minRows, ivfMinRows)/2 }
 
 // listsFor is how many lists an index of n rows is partitioned into:
 // about 2√n, so that a list holds about √n/2 rows (380 at 583,000) and
@@ -268,7 +273,7 @@ const (
 // assigning. Under half of ivfMinRows rows it goes back to one list.
 func (ls *lists) train(sample [][]float32, parts int) {
 	n := len(ls.listOf)
-	if n < cmp.Or(ls.minRows, ivfMinRows)/2 || len(sample) == 0 {
+	if ls.tooFew(n) || len(sample) == 0 {
 		ls.partition, ls.trainedAt, ls.near = partition{stride: ls.stride}, 0, nil
 		ls.relayout(nil, 1)
 		return

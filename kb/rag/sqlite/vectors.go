@@ -490,7 +490,7 @@ func (v *vectors) retrain() {
 	}
 	n := v.ids.len()
 	sample := v.sample(kmeansSample * listsFor(n))
-	if n < cmp.Or(ls.asideRows, trainAsideRows) || n < cmp.Or(ls.minRows, ivfMinRows)/2 || len(sample) == 0 {
+	if n < cmp.Or(ls.asideRows, trainAsideRows) || ls.tooFew(n) || len(sample) == 0 {
 		ls.train(sample, defaultParts())
 		return
 	}
@@ -534,7 +534,7 @@ func (v *vectors) trainAside(t *training, sample [][]float32, batch int, between
 		lo := len(assigned)
 		hi := min(len(v.q8.listOf), lo+batch)
 		if lo < hi {
-			assigned = append(assigned, slices.Repeat([]int32{0}, hi-lo)...)
+			assigned = append(assigned, make([]int32, hi-lo)...)
 			v.q8.assignRows(&p, lo, hi, 1, assigned)
 		}
 		v.mu.RUnlock()
@@ -557,7 +557,7 @@ func (v *vectors) trainAside(t *training, sample [][]float32, batch int, between
 		assigned = assigned[:n]
 	}
 	lo := len(assigned)
-	assigned = append(assigned, slices.Repeat([]int32{0}, n-lo)...)
+	assigned = append(assigned, make([]int32, n-lo)...)
 	ls.assignRows(&p, lo, n, 1, assigned)
 	a := p.assigner()
 	for _, i := range t.dirty {
