@@ -130,22 +130,30 @@ func TestQueriesWeighWordsByTheClientsCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "zorbix keychain crash", Alpha: ptr(0.0), Expand: ptr(0)})
+	fed, similar := itemQueries(t, e, "zorbix keychain crash", "Zorbix zorbix zorbix zorbix: the keychain crash in zorbix.")
+	if i := slices.Index(fed, "zorbix"); i < 0 || i < slices.Index(fed, "keychain") {
+		t.Fatalf("feedback query %q: zorbix before keychain", fed)
+	}
+	if i := slices.Index(similar, "zorbix"); i < 0 || i < slices.Index(similar, "keychain") {
+		t.Fatalf("similar query %q: zorbix before keychain", similar)
+	}
+}
+
+// itemQueries returns the words of acme's search for query that feedback
+// searched by, and those JIRA:ZX-0 (titled "Crash report", text its text)
+// is searched by for its similar items.
+func itemQueries(t *testing.T, e env, query, text string) (feedback, similar []string) {
+	t.Helper()
+	ctx := t.Context()
+	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: query, Alpha: ptr(0.0), Expand: ptr(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	words := strings.Fields(pack.Feedback)
-	if i := slices.Index(words, "zorbix"); i < 0 || i < slices.Index(words, "keychain") {
-		t.Fatalf("feedback query %q: zorbix before keychain", pack.Feedback)
-	}
-	res, err := e.kb.Similar(ctx, kb.SimilarRequest{Client: "acme", SourceURN: "JIRA:ZX-0", Title: "Crash report", Text: "Zorbix zorbix zorbix zorbix: the keychain crash in zorbix."})
+	res, err := e.kb.Similar(ctx, kb.SimilarRequest{Client: "acme", SourceURN: "JIRA:ZX-0", Title: "Crash report", Text: text})
 	if err != nil {
 		t.Fatal(err)
 	}
-	words = strings.Fields(res.Query)
-	if i := slices.Index(words, "zorbix"); i < 0 || i < slices.Index(words, "keychain") {
-		t.Fatalf("similar query %q: zorbix before keychain", res.Query)
-	}
+	return strings.Fields(pack.Feedback), strings.Fields(res.Query)
 }
 
 // A word held by more than kb.CommonShare of the client's chunks (and by
@@ -172,20 +180,11 @@ func TestQueriesLeaveOutWordsTooCommonToTell(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "keychain crash daemon", Alpha: ptr(0.0), Expand: ptr(0)})
-	if err != nil {
-		t.Fatal(err)
+	fed, similar := itemQueries(t, e, "keychain crash daemon", crash)
+	if slices.Contains(fed, "zorbix") || !slices.Contains(fed, "keychain") || !slices.Contains(fed, "gadget") {
+		t.Fatalf("feedback query %q: want keychain and gadget, not zorbix", fed)
 	}
-	words := strings.Fields(pack.Feedback)
-	if slices.Contains(words, "zorbix") || !slices.Contains(words, "keychain") || !slices.Contains(words, "gadget") {
-		t.Fatalf("feedback query %q: want keychain and gadget, not zorbix", pack.Feedback)
-	}
-	res, err := e.kb.Similar(ctx, kb.SimilarRequest{Client: "acme", SourceURN: "JIRA:ZX-0", Title: "Crash report", Text: crash})
-	if err != nil {
-		t.Fatal(err)
-	}
-	words = strings.Fields(res.Query)
-	if slices.Contains(words, "zorbix") || !slices.Contains(words, "keychain") || !slices.Contains(words, "gadget") {
-		t.Fatalf("similar query %q: want keychain and gadget, not zorbix", res.Query)
+	if slices.Contains(similar, "zorbix") || !slices.Contains(similar, "keychain") || !slices.Contains(similar, "gadget") {
+		t.Fatalf("similar query %q: want keychain and gadget, not zorbix", similar)
 	}
 }

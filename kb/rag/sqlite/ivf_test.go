@@ -148,6 +148,19 @@ func randomUnit(r *rand.Rand, dim int) []float32 {
 	return rag.Normalize(v)
 }
 
+// randomChunks are n chunks c0, c1, … each of its own item, with random
+// unit vectors (by ID too).
+func randomChunks(r *rand.Rand, n, dim int) (map[string][]float32, []rag.Chunk) {
+	vecs := map[string][]float32{}
+	var chunks []rag.Chunk
+	for i := range n {
+		id := fmt.Sprint("c", i)
+		vecs[id] = randomUnit(r, dim)
+		chunks = append(chunks, rag.Chunk{ID: id, Text: fmt.Sprint("note ", i), SourceURN: fmt.Sprint("urn:", i), Vector: vecs[id]})
+	}
+	return vecs, chunks
+}
+
 // Partitioned, a vector search scans a small share of the rows and still
 // finds nearly all of the exact best; filtered, or asked to be exact, it
 // scans every list and finds them all. The vectors are in clusters (on
@@ -290,13 +303,7 @@ func TestStorePartitionsItsVectors(t *testing.T) {
 	const dim, minRows = 16, 300
 	s.SetVectorLists(minRows)
 	r := rand.New(rand.NewPCG(9, 10))
-	vecs := map[string][]float32{}
-	var chunks []rag.Chunk
-	for i := range 700 {
-		id := fmt.Sprint("c", i)
-		vecs[id] = randomUnit(r, dim)
-		chunks = append(chunks, rag.Chunk{ID: id, Text: fmt.Sprint("note ", i), SourceURN: fmt.Sprint("urn:", i), Vector: vecs[id]})
-	}
+	vecs, chunks := randomChunks(r, 700, dim)
 	x := s.For("acme")
 	if _, err := x.NearVector(ctx, rag.Query{Vector: vecs["c0"]}); err != nil { // loads the empty index: writes apply to it
 		t.Fatal(err)
@@ -447,13 +454,7 @@ func TestStoreTrainsAside(t *testing.T) {
 	s.SetVectorLists(300)
 	r := rand.New(rand.NewPCG(11, 12))
 	x := s.For("acme")
-	vecs := map[string][]float32{}
-	var chunks []rag.Chunk
-	for i := range 900 {
-		id := fmt.Sprint("c", i)
-		vecs[id] = randomUnit(r, dim)
-		chunks = append(chunks, rag.Chunk{ID: id, Text: fmt.Sprint("note ", i), SourceURN: fmt.Sprint("urn:", i), Vector: vecs[id]})
-	}
+	vecs, chunks := randomChunks(r, 900, dim)
 	if _, err := x.NearVector(ctx, rag.Query{Vector: vecs["c0"]}); err != nil { // loads the empty index
 		t.Fatal(err)
 	}
