@@ -525,7 +525,7 @@ func (p *part) consider(row int32, s int64) {
 	if s < p.worst() {
 		return
 	}
-	if p.filtered && !p.q.Filter.Matches(p.v.meta(int(row))) {
+	if p.filtered && !p.v.matches(p.q.Filter, int(row)) {
 		return
 	}
 	r := rankedHit{i: int(row), score: s}

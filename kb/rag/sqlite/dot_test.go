@@ -396,3 +396,29 @@ func (v *vectors) row(id string) int {
 	}
 	return -1
 }
+
+// Ref sets freed by rows that changed their refs leave their strings'
+// numbers in the pool until they are half of it: it is then made again,
+// and every row still reads its own refs.
+func TestFreedRefSetsAreCompacted(t *testing.T) {
+	t.Parallel()
+	var v vectors
+	vec := []float32{1, 0}
+	refs := func(round, i int) []string {
+		return []string{fmt.Sprintf("issue:R%d-%d", round, i), "person:p", fmt.Sprintf("topic:%d", i%7)}
+	}
+	const rows = 3000
+	for round := range 4 {
+		for i := range rows {
+			v.put(rag.Chunk{ID: fmt.Sprint("c", i), SourceURN: "urn:x", GraphRefs: refs(round, i)}, vec, int64(i+1), 1, nil)
+		}
+		if live := 3 * v.refSets.live(); v.refWaste > minRefWaste && 2*v.refWaste > len(v.refPool) || len(v.refPool) > 2*live+minRefWaste {
+			t.Fatalf("round %d: a pool of %d numbers, %d of freed sets, for %d in use", round, len(v.refPool), v.refWaste, live)
+		}
+		for _, i := range []int{0, 1234, rows - 1} {
+			if got := v.meta(v.row(fmt.Sprint("c", i))).GraphRefs; !slices.Equal(got, refs(round, i)) {
+				t.Fatalf("round %d: c%d's refs %v, want %v", round, i, got, refs(round, i))
+			}
+		}
+	}
+}

@@ -13,9 +13,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unique"
+	"unsafe"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
+	"github.com/jervis-dev/jervis/internal/strtab"
 	"github.com/jervis-dev/jervis/kb/rag"
 )
 
@@ -51,8 +52,11 @@ type vectors struct {
 	tmp8     []int8    // put's scratch row, under mu
 	metaOf   []rowMeta // per row: its entries in docMetas and refSets
 	docMetas shared[docMeta]
-	refSets  shared[[]string]
-	postings // BM25's inverted index (postings.go)
+	refSets  shared[refSet]
+	strs     strtab.Table // the strings docMetas and refPool name, by number
+	refPool  []uint32     // the ref sets' strings, one set after another
+	refWaste int          // how many of refPool's are of sets freed since
+	postings              // BM25's inverted index (postings.go)
 
 	// trainings counts the lists' trainings running aside (trainAside).
 	trainings sync.WaitGroup
@@ -115,11 +119,17 @@ func (m *shared[T]) live() int { return len(m.list) - len(m.free) }
 
 var metaSeed = maphash.MakeSeed()
 
-// docMeta is what a document's chunks share.
+// docMeta is what a document's chunks share: its strings by their
+// numbers in the index's strs, its time in microseconds (as the chunks
+// table holds it). It holds no pointer, nor does the table of them.
 type docMeta struct {
-	sourceURN, sourceType, kind, nodeKey string
-	ts                                   time.Time
+	sourceURN, sourceType, kind, nodeKey uint32
+	ts                                   int64
 }
+
+// refSet is a set of graph refs: n string numbers at off in the index's
+// refPool.
+type refSet struct{ off, n uint32 }
 
 func newDocMetas() shared[docMeta] {
 	return shared[docMeta]{
@@ -128,51 +138,82 @@ func newDocMetas() shared[docMeta] {
 	}
 }
 
-func newRefSets() shared[[]string] {
-	return shared[[]string]{
-		hash: func(refs *[]string) uint64 {
-			var h maphash.Hash
-			h.SetSeed(metaSeed)
-			for _, r := range *refs {
-				h.WriteString(r)
-				h.WriteByte(0)
+// resetMeta empties v's metadata tables.
+func (v *vectors) resetMeta() {
+	v.strs, v.metaOf, v.docMetas, v.refPool, v.refWaste = strtab.Table{}, nil, newDocMetas(), nil, 0
+	v.refSets = shared[refSet]{
+		hash: func(s *refSet) uint64 {
+			if s.n == 0 {
+				return maphash.Comparable(metaSeed, 0)
 			}
-			return h.Sum64()
+			ids := v.refPool[s.off : s.off+s.n]
+			return maphash.Bytes(metaSeed, unsafe.Slice((*byte)(unsafe.Pointer(&ids[0])), 4*len(ids)))
 		},
-		equal: func(a, b *[]string) bool { return slices.Equal(*a, *b) },
+		equal: func(a, b *refSet) bool {
+			return slices.Equal(v.refPool[a.off:a.off+a.n], v.refPool[b.off:b.off+b.n])
+		},
 	}
 }
 
 // addMeta counts row metadata c in the shared tables and returns its
-// entries. A new entry's strings are interned: every ref set naming a node
-// shares one copy of its key, and every entry naming a document or node
-// one copy of its source URN and key (a document's chunks of each kind and
-// time have an entry of their own; at 583,000 chunks their own copies of
-// the strings were 43 MB).
+// entries: a document's chunks of each kind and time share an entry, and
+// chunks naming the same graph refs a ref set. Their strings are kept in
+// strs: the metadata of 583,000 chunks in a few objects without pointers,
+// where their own strings (interned by package unique) and the ref sets'
+// slices were 1.2 million of the heap's 2 million objects, which every
+// collection marked while the searches it met waited.
 func (v *vectors) addMeta(c rag.Chunk) (doc, refs int32) {
-	if v.docMetas.hash == nil {
-		v.docMetas, v.refSets = newDocMetas(), newRefSets()
+	if v.refSets.hash == nil {
+		v.resetMeta()
 	}
-	doc = v.docMetas.add(docMeta{c.SourceURN, c.SourceType, c.Kind, c.NodeKey, c.Timestamp})
-	if v.docMetas.users[doc] == 1 { // new: keep interned copies
-		m := &v.docMetas.list[doc]
-		m.sourceURN, m.sourceType = unique.Make(m.sourceURN).Value(), unique.Make(m.sourceType).Value()
-		m.kind, m.nodeKey = unique.Make(m.kind).Value(), unique.Make(m.nodeKey).Value()
+	doc = v.docMetas.add(docMeta{v.num(c.SourceURN), v.num(c.SourceType), v.num(c.Kind), v.num(c.NodeKey), sqlitedb.Micros(c.Timestamp)})
+	off := len(v.refPool)
+	for _, r := range c.GraphRefs {
+		v.refPool = append(v.refPool, v.num(r))
 	}
-	refs = v.refSets.add(c.GraphRefs)
-	if v.refSets.users[refs] == 1 { // new: keep interned copies
-		set := make([]string, len(c.GraphRefs))
-		for j, r := range c.GraphRefs {
-			set[j] = unique.Make(r).Value()
-		}
-		v.refSets.list[refs] = set
+	set := refSet{uint32(off), uint32(len(c.GraphRefs))}
+	if refs = v.refSets.add(set); v.refSets.list[refs] != set { // a set held already
+		v.refPool = v.refPool[:off]
 	}
 	return doc, refs
 }
 
+// num is s's number in strs.
+func (v *vectors) num(s string) uint32 {
+	n, _ := v.strs.Add(s)
+	return n
+}
+
 func (v *vectors) releaseMeta(i int) {
-	v.docMetas.release(v.metaOf[i].doc)
-	v.refSets.release(v.metaOf[i].refs)
+	m := v.metaOf[i]
+	v.docMetas.release(m.doc)
+	n := v.refSets.list[m.refs].n
+	if v.refSets.release(m.refs); v.refSets.users[m.refs] == 0 {
+		v.refWaste += int(n)
+		if v.refWaste > minRefWaste && 2*v.refWaste > len(v.refPool) {
+			v.compactRefs()
+		}
+	}
+}
+
+// minRefWaste is how many numbers of freed ref sets refPool holds before
+// it is compacted (when they are also half of it).
+const minRefWaste = 1 << 12
+
+// compactRefs copies the ref sets in use to a new refPool, leaving out
+// the numbers of freed ones.
+func (v *vectors) compactRefs() {
+	pool := make([]uint32, 0, len(v.refPool)-v.refWaste)
+	for i := range v.refSets.list {
+		if v.refSets.users[i] == 0 {
+			continue
+		}
+		s := &v.refSets.list[i]
+		off := len(pool)
+		pool = append(pool, v.refPool[s.off:s.off+s.n]...)
+		s.off = uint32(off)
+	}
+	v.refPool, v.refWaste = pool, 0
 }
 
 // rowMeta is a row's entries in docMetas and refSets, side by side: a
@@ -181,14 +222,41 @@ func (v *vectors) releaseMeta(i int) {
 type rowMeta struct{ doc, refs int32 }
 
 // meta returns row i's metadata (a chunk without Text, Title and Vector).
-func (v *vectors) meta(i int) rag.Chunk { return v.chunkAt(i, v.ids.id(i)) }
+func (v *vectors) meta(i int) rag.Chunk {
+	c := v.chunkAt(i, v.ids.id(i))
+	c.GraphRefs = v.refsOf(i, make([]string, 0, v.refCount(i)))
+	return c
+}
 
-// chunkAt is meta of row i, whose chunk ID is id.
+// chunkAt is row i's metadata but its graph refs (refsOf), with chunk ID
+// id.
 func (v *vectors) chunkAt(i int, id string) rag.Chunk {
-	m := v.metaOf[i]
-	d := &v.docMetas.list[m.doc]
-	return rag.Chunk{ID: id, SourceURN: d.sourceURN, SourceType: d.sourceType, Kind: d.kind, NodeKey: d.nodeKey, Timestamp: d.ts,
-		GraphRefs: v.refSets.list[m.refs]}
+	d := &v.docMetas.list[v.metaOf[i].doc]
+	t := &v.strs
+	return rag.Chunk{ID: id, SourceURN: t.Str(d.sourceURN), SourceType: t.Str(d.sourceType), Kind: t.Str(d.kind), NodeKey: t.Str(d.nodeKey),
+		Timestamp: sqlitedb.Time(d.ts)}
+}
+
+// refCount is how many graph refs row i has.
+func (v *vectors) refCount(i int) int { return int(v.refSets.list[v.metaOf[i].refs].n) }
+
+// refsOf appends row i's graph refs to out.
+func (v *vectors) refsOf(i int, out []string) []string {
+	s := v.refSets.list[v.metaOf[i].refs]
+	for _, n := range v.refPool[s.off : s.off+s.n] {
+		out = append(out, v.strs.Str(n))
+	}
+	return out
+}
+
+// matches reports whether row i's chunk passes f.
+func (v *vectors) matches(f rag.Filter, i int) bool {
+	c := v.chunkAt(i, "")
+	if len(f.NodeTypes) > 0 { // the only part of f that reads the refs
+		var buf [16]string
+		c.GraphRefs = v.refsOf(i, buf[:0])
+	}
+	return f.Matches(c)
 }
 
 // rescore is the dot product of the query — q16 scaled by qscale
@@ -403,7 +471,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	// not *v = ...: v.mu is held
 	v.gen, v.dim, v.ids, v.seqs, v.tokens = -1, 0, rowIDs{}, nil, 0
 	v.stride, v.q8, v.r8 = 0, lists{minRows: v.q8.minRows, common: v.q8.common, asideRows: v.q8.asideRows}, pages{}
-	v.metaOf, v.docMetas, v.refSets = nil, newDocMetas(), newRefSets()
+	v.resetMeta()
 	v.postings = postings{}
 	v.reserve(n)
 	// Rows are put a batch at a time with their postings and lengths:
@@ -672,7 +740,7 @@ func (v *vectors) scan(q16 []int16, f rag.Filter, filtered bool, spans []span, k
 	var block [scanBlock]float32
 	var above [scanBlock / 4]uint8
 	consider := func(j int, s float32) {
-		if s <= thr || filtered && !f.Matches(v.meta(j)) {
+		if s <= thr || filtered && !v.matches(f, j) {
 			return
 		}
 		buf = append(buf, scored{j, s})
@@ -906,14 +974,27 @@ func putHits(hits []rag.Hit) {
 // were scored: their rows have not moved.
 func (v *vectors) complete(hits []rag.Hit) map[string]int64 {
 	seqs := make(map[string]int64, len(hits))
-	for i := range hits {
-		h := &hits[i]
+	rows := make([]int32, len(hits))
+	n := 0
+	for i, h := range hits {
+		rows[i] = -1
 		if h.Chunk.SourceURN != "" {
 			continue
 		}
 		if r, ok := v.ids.find(h.Chunk.ID); ok {
-			h.Chunk, seqs[h.Chunk.ID] = v.chunkAt(r, h.Chunk.ID), v.seqs[r]
+			rows[i], n = int32(r), n+v.refCount(r)
 		}
+	}
+	refs := make([]string, 0, n) // the hits' graph refs, one slice
+	for i, r := range rows {
+		if r < 0 {
+			continue
+		}
+		h := &hits[i]
+		at := len(refs)
+		refs = v.refsOf(int(r), refs)
+		h.Chunk, seqs[h.Chunk.ID] = v.chunkAt(int(r), h.Chunk.ID), v.seqs[r]
+		h.Chunk.GraphRefs = refs[at:len(refs):len(refs)]
 	}
 	return seqs
 }
