@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -177,10 +178,11 @@ func TestAdjacencyKeepsCopiesOfKeys(t *testing.T) {
 	adj.mu.RLock()
 	defer adj.mu.RUnlock()
 	if adj.gen < 0 || !adj.hasNode(a) || len(adj.arcs(a, false)) != 1 {
-		t.Fatalf("the writes were not applied in place: gen %d, %v", adj.gen, adj.keys)
+		t.Fatalf("the writes were not applied in place: gen %d, %d keys", adj.gen, adj.keys.Len())
 	}
 	start := uintptr(unsafe.Pointer(unsafe.StringData(text)))
-	for _, k := range adj.keys {
+	for n := range adj.keys.Len() {
+		k := adj.keys.Str(uint32(n))
 		if p := uintptr(unsafe.Pointer(unsafe.StringData(k))); p >= start && p < start+uintptr(len(text)) {
 			t.Fatalf("%q is kept as a slice of its text", k)
 		}
@@ -197,4 +199,65 @@ func openTemp(t *testing.T) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// The arc lists, all in one slice, hold what per-node slices would through
+// random inserts and removals, many enough that lists move many times; the
+// slice stays under twice the rooms the lists have.
+func TestArcListsHoldWhatSlicesWould(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	var l arcLists
+	var want [][]arc
+	for range 3000 {
+		l.add()
+		want = append(want, nil)
+	}
+	check := func(step int) {
+		t.Helper()
+		for n, w := range want {
+			if got := l.list(int32(n)); !slices.Equal(got, w) {
+				t.Fatalf("step %d: node %d holds %v, want %v", step, n, got, w)
+			}
+		}
+	}
+	for step := range 100_000 {
+		n := r.IntN(len(want))
+		x := arc{int32(r.IntN(3)), int32(r.IntN(50))}
+		cmpArc := func(a, b arc) int { return cmp.Or(cmp.Compare(a.typ, b.typ), cmp.Compare(a.other, b.other)) }
+		i, found := slices.BinarySearchFunc(want[n], x, cmpArc)
+		switch {
+		case found && r.IntN(4) == 0:
+			if !l.remove(int32(n), x) {
+				t.Fatalf("step %d: %v not removed from node %d", step, x, n)
+			}
+			want[n] = slices.Delete(want[n], i, i+1)
+		case !found:
+			l.insert(int32(n), i, x)
+			want[n] = slices.Insert(want[n], i, x)
+		}
+		rooms := 0
+		for _, s := range l.at {
+			rooms += int(s.room)
+		}
+		if len(l.pool) >= 2*rooms {
+			t.Fatalf("step %d: %d arcs for rooms of %d", step, len(l.pool), rooms)
+		}
+		if step%10_000 == 0 {
+			check(step)
+		}
+	}
+	check(-1)
+	if l.remove(0, arc{9, 9}) {
+		t.Fatal("an arc never inserted was removed")
+	}
+	// A load's lists: each exactly its size, one after another.
+	counts := []uint32{2, 0, 1}
+	l.sized(counts)
+	l.push(2, arc{1, 1})
+	l.push(0, arc{0, 5})
+	l.push(0, arc{0, 6})
+	if !slices.Equal(l.list(0), []arc{{0, 5}, {0, 6}}) || len(l.list(1)) != 0 || !slices.Equal(l.list(2), []arc{{1, 1}}) || len(l.pool) != 3 {
+		t.Fatalf("sized lists: %v %v %v, pool %d", l.list(0), l.list(1), l.list(2), len(l.pool))
+	}
 }
