@@ -382,7 +382,7 @@ const noFloor = math.MinInt64 / 2
 
 // termStats is what a query token's postings are scored with.
 type termStats struct {
-	l           *plist
+	l           *postingList
 	idf         float64
 	k, perToken float64 // BM25's length normalisation: k1 (1 - b), k1 b / avgdl
 }
@@ -399,7 +399,7 @@ func (v *vectors) score(q rag.Query, tokens []string, prune bool, parts int) ([]
 	avgdl := float64(v.tokens) / n
 	stats := make([]termStats, 0, len(tokens))
 	for _, tok := range tokens {
-		l, ok := v.terms[tok]
+		l, ok := v.list(tok)
 		if !ok {
 			continue
 		}
@@ -666,7 +666,7 @@ func (t *termStats) weight(tf float32, length int32) float64 {
 
 // liveRows is how many live rows hold l's term: its postings while none
 // is dead, else those of live rows, counted.
-func (v *vectors) liveRows(l *plist) int {
+func (v *vectors) liveRows(l *postingList) int {
 	if v.dead == 0 {
 		return int(l.n)
 	}

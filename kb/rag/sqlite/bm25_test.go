@@ -399,7 +399,8 @@ func TestTextTokensMatchFTS5(t *testing.T) {
 func TestPostingListsRoundTrip(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
-	var l plist
+	var ps postings
+	x, others := ps.term("x"), []uint32{ps.term("y"), ps.term("z")}
 	var want []posting
 	var lens []int32
 	doc := uint32(0)
@@ -417,10 +418,39 @@ func TestPostingListsRoundTrip(t *testing.T) {
 			p.tf = float32(1+r.IntN(4)) * columnWeights[r.IntN(2)] // a few occurrences: one byte
 		}
 		length := int32(1 + r.IntN(2000))
-		l.add(p, length)
+		ps.add(x, p, length)
 		want, lens = append(want, p), append(lens, length)
+		// Other lists grow between x's postings: they move, and take
+		// the rooms lists left, x's included.
+		for _, o := range others {
+			if r.IntN(3) == 0 {
+				ps.add(o, posting{doc: doc, tf: 1}, 1)
+			}
+		}
 	}
-	l.fit()
+	for _, packed := range []bool{false, true} {
+		if packed {
+			ps.pack()
+		}
+		for i, o := range []string{"y", "z"} {
+			l, _ := ps.list(o)
+			prev, n := -1, 0
+			for c := l.cursor(); ; n++ {
+				p, ok := c.next()
+				if !ok {
+					break
+				}
+				if int(p.doc) <= prev || p.tf != 1 {
+					t.Fatalf("packed %v: %s's posting %d is %+v after document %d", packed, o, n, p, prev)
+				}
+				prev = int(p.doc)
+			}
+			if n != int(ps.lists[others[i]].n) || n < 3000 {
+				t.Fatalf("packed %v: %s holds %d postings, %d added", packed, o, n, ps.lists[others[i]].n)
+			}
+		}
+	}
+	l, _ := ps.list("x")
 	var got []posting
 	for c := l.cursor(); ; {
 		p, ok := c.next()

@@ -3,7 +3,8 @@ package sqlite
 import (
 	"encoding/binary"
 	"math"
-	"slices"
+
+	"github.com/jervis-dev/jervis/internal/strtab"
 )
 
 // postings is a client's BM25 inverted index in memory: for every FTS5
@@ -14,8 +15,17 @@ import (
 // text replaces, so replaced and deleted postings are skipped until a
 // compaction drops them. Each term's list is encoded (plist): about 3
 // bytes a posting instead of 8.
+//
+// The terms are numbered in a strtab.Table, and every list's bytes and
+// block headers are in two arenas: the whole index is a few objects
+// without pointers. As a map of strings to lists with slices of their own
+// (at 583,209 chunks, 197,000 terms), it was most of what each collection
+// scanned, and the one-client p99 was a collection's length.
 type postings struct {
-	terms   map[string]plist
+	vocab   strtab.Table // the terms, by number
+	lists   []plist      // by term number
+	bytes   arena[byte]  // the lists' postings
+	heads   arena[pblock]
 	docs    []uint32 // per row: its document number
 	nterms  []int32  // per row: how many postings it has
 	docRow  []int32  // per document number: its row, or -1
@@ -41,13 +51,38 @@ type posting struct {
 // whole blocks of a list it only needs at a few documents, and a window of
 // documents where a term cannot score much is not read for it (bm25).
 // The open block's bound is kept in the list itself.
+//
+// A plist is kept in postings, its data and blocks in postings' arenas
+// (list reads them as a postingList).
 type plist struct {
+	data   slot    // the postings, in postings.bytes
+	blocks slot    // the closed blocks, in postings.heads
+	last   uint32  // the last posting's document number
+	n      int32   // postings, live or not
+	maxTF  float32 // the open block's largest tf
+	minLen int32   // and shortest row
+}
+
+// postingList is a plist as a search reads it: its data and closed
+// blocks are slices of the arenas, valid while the index does not change.
+type postingList struct {
 	data   []byte
-	blocks []pblock // the closed blocks
-	last   uint32   // the last posting's document number
-	n      int32    // postings, live or not
-	maxTF  float32  // the open block's largest tf
-	minLen int32    // and shortest row
+	blocks []pblock
+	last   uint32
+	n      int32
+	maxTF  float32
+	minLen int32
+}
+
+// list returns token's postings; ok is false when no live or dead
+// posting holds it.
+func (p *postings) list(token string) (l postingList, ok bool) {
+	t, ok := p.vocab.Find(token)
+	if !ok || p.lists[t].n == 0 {
+		return l, false
+	}
+	r := &p.lists[t]
+	return postingList{data: p.bytes.slice(r.data), blocks: p.heads.slice(r.blocks), last: r.last, n: r.n, maxTF: r.maxTF, minLen: r.minLen}, true
 }
 
 // pblock is a closed block of a plist.
@@ -63,39 +98,60 @@ const postingBlock = 128
 
 const tfQuarters = 4
 
-// add appends p, a posting of a row of length tokens; p.doc is past every
-// document the list holds.
-func (l *plist) add(p posting, length int32) {
-	if cap(l.data)-len(l.data) < 2*binary.MaxVarintLen32 {
-		// Grow by a quarter, not append's doubling: most lists are
-		// short, and lists grown by writes are not fitted until a
-		// compaction (a third of the postings' memory was spare).
-		grown := make([]byte, len(l.data), len(l.data)+len(l.data)/4+2*binary.MaxVarintLen32)
-		copy(grown, l.data)
-		l.data = grown
-	}
-	l.data = binary.AppendVarint(l.data, int64(p.doc)-int64(l.last))
-	l.data = binary.AppendUvarint(l.data, uint64(math.Round(float64(p.tf*tfQuarters))))
-	l.last = p.doc
+// add appends e, a posting of a row of length tokens, to term t's list;
+// e.doc is past every document the list holds. The list grows by a
+// quarter at a time, not append's doubling (arena.ensure): most lists are
+// short, and lists grown by writes are not packed until a compaction (a
+// third of the postings' memory was spare).
+func (p *postings) add(t uint32, e posting, length int32) {
+	l := &p.lists[t]
+	p.bytes.ensure(&l.data, 2*binary.MaxVarintLen32)
+	data := p.bytes.slice(l.data)
+	data = binary.AppendVarint(data, int64(e.doc)-int64(l.last))
+	data = binary.AppendUvarint(data, uint64(math.Round(float64(e.tf*tfQuarters))))
+	l.data.n = uint32(len(data)) // within the room ensured
+	l.last = e.doc
+	p.count(l, e.tf, length)
+}
+
+// count counts a posting of tf in a row of length tokens in l's open
+// block, and closes the block when it is full.
+func (p *postings) count(l *plist, tf float32, length int32) {
 	if l.n%postingBlock == 0 {
-		l.maxTF, l.minLen = p.tf, length
+		l.maxTF, l.minLen = tf, length
 	} else {
-		l.maxTF, l.minLen = max(l.maxTF, p.tf), min(l.minLen, length)
+		l.maxTF, l.minLen = max(l.maxTF, tf), min(l.minLen, length)
 	}
 	l.n++
 	if l.n%postingBlock == 0 {
-		l.blocks = append(l.blocks, pblock{last: l.last, end: uint32(len(l.data)), maxTF: l.maxTF, minLen: l.minLen})
+		p.heads.append(&l.blocks, pblock{last: l.last, end: l.data.n, maxTF: l.maxTF, minLen: l.minLen})
 	}
 }
 
-// fit drops the list's spare capacity once it has grown past an eighth.
-func (l *plist) fit() {
-	if cap(l.data)-len(l.data) > len(l.data)/8+8 {
-		l.data = append([]byte(nil), l.data...)
+// term returns token's number, making it an empty list when it is new.
+func (p *postings) term(token string) uint32 {
+	if p.lists == nil {
+		p.bytes, p.heads = newArena[byte](postingArenaBlock), newArena[pblock](postingArenaBlock/16)
 	}
-	if cap(l.blocks)-len(l.blocks) > len(l.blocks)/8+1 {
-		l.blocks = slices.Clip(l.blocks)
+	t, added := p.vocab.Add(token)
+	if added {
+		p.lists = append(p.lists, plist{})
 	}
+	return t
+}
+
+// postingArenaBlock is the size of the postings' arenas' blocks in bytes.
+const postingArenaBlock = 1 << 20
+
+// pack copies every list to a room its exact size in new arenas (after a
+// load, and a compaction).
+func (p *postings) pack() {
+	bytes, heads := newArena[byte](postingArenaBlock), newArena[pblock](postingArenaBlock/16)
+	for t := range p.lists {
+		l := &p.lists[t]
+		l.data, l.blocks = bytes.packed(&p.bytes, l.data), heads.packed(&p.heads, l.blocks)
+	}
+	p.bytes, p.heads = bytes, heads
 }
 
 // cursor reads a plist's postings in order.
@@ -104,7 +160,7 @@ type cursor struct {
 	doc  int64
 }
 
-func (l plist) cursor() cursor { return cursor{data: l.data} }
+func (l *postingList) cursor() cursor { return cursor{data: l.data} }
 
 // next returns the next posting; ok is false at the end.
 func (c *cursor) next() (p posting, ok bool) {
@@ -136,7 +192,10 @@ const noDoc = ^uint32(0)
 // share of all postings that is dead (exact until a write replaces or
 // deletes a chunk, and again after a compaction).
 func (p *postings) docFreq(token string) int {
-	n := float64(p.terms[token].n)
+	var n float64
+	if t, ok := p.vocab.Find(token); ok {
+		n = float64(p.lists[t].n)
+	}
 	if p.dead > 0 && p.entries > 0 {
 		n *= 1 - float64(p.dead)/float64(p.entries)
 	}
@@ -147,16 +206,11 @@ func (p *postings) docFreq(token string) int {
 // postings of terms (nil: none yet), killing the ones it had.
 func (p *postings) index(i int, terms map[string]float32, length int32) {
 	p.unindex(i)
-	if p.terms == nil {
-		p.terms = map[string]plist{}
-	}
 	doc := uint32(len(p.docRow))
 	p.docRow, p.docLen = append(p.docRow, int32(i)), append(p.docLen, length)
 	p.docs[i] = doc
 	for t, n := range terms {
-		l := p.terms[t]
-		l.add(posting{doc, n}, length)
-		p.terms[t] = l
+		p.add(p.term(t), posting{doc, n}, length)
 	}
 	p.nterms[i] = int32(len(terms))
 	p.entries += len(terms)
@@ -176,24 +230,23 @@ func (p *postings) compact() {
 	if p.dead < 4096 || p.dead*2 < p.entries {
 		return
 	}
-	for t, list := range p.terms {
-		var live plist
-		for c := list.cursor(); ; {
+	old := *p
+	p.bytes, p.heads = newArena[byte](postingArenaBlock), newArena[pblock](postingArenaBlock/16)
+	for t := range p.lists {
+		l := &p.lists[t]
+		c := cursor{data: old.bytes.slice(l.data)}
+		*l = plist{}
+		for {
 			e, ok := c.next()
 			if !ok {
 				break
 			}
 			if p.docRow[e.doc] >= 0 {
-				live.add(e, p.docLen[e.doc])
+				p.add(uint32(t), e, p.docLen[e.doc])
 			}
 		}
-		if len(live.data) == 0 {
-			delete(p.terms, t)
-			continue
-		}
-		live.fit()
-		p.terms[t] = live
 	}
+	p.pack()
 	p.entries -= p.dead
 	p.dead = 0
 }
@@ -202,13 +255,13 @@ func (p *postings) compact() {
 // blocks: at is the posting it stands on (doc noDoc past the end), the
 // read-th of the list.
 type seeker struct {
-	l    *plist
+	l    *postingList
 	c    cursor
 	read int
 	at   posting
 }
 
-func (l *plist) seek() *seeker {
+func (l *postingList) seek() *seeker {
 	s := &seeker{l: l, c: l.cursor(), read: -1}
 	s.next()
 	return s

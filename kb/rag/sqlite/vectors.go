@@ -535,10 +535,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 	if err := flush(); err != nil {
 		return err
 	}
-	for t, l := range v.terms {
-		l.fit()
-		v.terms[t] = l
-	}
+	v.pack()
 	v.retrain() // a large index is searched exactly until its lists are in
 	v.gen = gen
 	return nil
