@@ -116,18 +116,31 @@ func (s *Store) ListIdentityFacts(ctx context.Context, client string) ([]store.I
 	return s.findFacts(ctx, bson.M{"client": client})
 }
 
-// EachIdentityFact implements store.Identities. The facts are read whole
-// and sorted here first (as ListIdentityFacts reads them): the order is
-// not one an index of the collection gives.
+// factOrder is store.CompareFacts's order, which the "order" index gives
+// within a client: strings compare as their bytes (the simple collation)
+// as Go's do.
+var factOrder = bson.D{{Key: "source", Value: 1}, {Key: "ref", Value: 1}, {Key: "kind", Value: 1}, {Key: "value", Value: 1}}
+
+// EachIdentityFact implements store.Identities: the facts are read from a
+// cursor, in the server's order, as fn takes them (a client's facts read
+// whole were about 200 MB at once at 100,000 documents).
 func (s *Store) EachIdentityFact(ctx context.Context, client string, fn func(store.IdentityFact) error) error {
-	facts, err := s.ListIdentityFacts(ctx, client)
+	cur, err := s.facts.Find(ctx, bson.M{"client": client}, options.Find().SetSort(factOrder))
 	if err != nil {
-		return err
+		return fmt.Errorf("identity facts: %w", err)
 	}
-	for _, f := range facts {
-		if err := fn(f); err != nil {
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		var r factRecord
+		if err := cur.Decode(&r); err != nil {
+			return fmt.Errorf("identity facts: %w", err)
+		}
+		if err := fn(r.fact()); err != nil {
 			return err
 		}
+	}
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("identity facts: %w", err)
 	}
 	return nil
 }

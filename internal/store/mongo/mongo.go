@@ -181,7 +181,9 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			idx(bson.D{{Key: "hash", Value: 1}}, true, "hash"),
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "createdAt", Value: 1}}, false, "client"),
 		},
-		s.facts: {idx(bson.D{{Key: "client", Value: 1}, {Key: "source", Value: 1}}, false, "source"),
+		// "order" (EachIdentityFact's sort) also serves a source's facts; a
+		// store made before it keeps its "source" index.
+		s.facts: {idx(append(bson.D{{Key: "client", Value: 1}}, factOrder...), false, "order"),
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "ref", Value: 1}}, false, "ref")},
 		s.decisions: {idx(bson.D{{Key: "client", Value: 1}, {Key: "at", Value: 1}}, false, "client")},
 		s.aliases:   {idx(bson.D{{Key: "client", Value: 1}, {Key: "alias", Value: 1}}, false, "client")},

@@ -54,6 +54,26 @@ func testIdentities(t *testing.T, s store.Store) {
 	if err := s.EachIdentityFact(c, "acme", func(store.IdentityFact) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
 		t.Fatalf("fn's error: %v after %d calls", err, calls)
 	}
+	// The order is CompareFacts's, strings compared as their bytes: upper
+	// case before lower, a prefix first, accented letters after ASCII —
+	// also where a store sorts them itself.
+	var mixed []store.IdentityFact
+	for _, src := range []string{"mail:b", "jira:a", "mail:B"} {
+		var fs []store.IdentityFact
+		for _, v := range []string{"zed", "Zed", "émile", "Emile", "ab", "a", "a b", "Ábel"} {
+			fs = append(fs, store.IdentityFact{Ref: "person:" + v, Kind: store.FactName, Value: v, Evidence: v, Seen: seen},
+				store.IdentityFact{Ref: "person:x", Kind: store.FactEmail, Value: v + "@x.org", Evidence: v, Seen: seen})
+		}
+		if err := s.PutIdentityFacts(c, "initech", src, fs); err != nil {
+			t.Fatal(err)
+		}
+		mixed = append(mixed, must(store.PrepareFacts(src, fs))(t)...)
+	}
+	slices.SortFunc(mixed, store.CompareFacts)
+	each = each[:0]
+	if err := s.EachIdentityFact(c, "initech", func(f store.IdentityFact) error { each = append(each, f); return nil }); err != nil || !store.SameFacts(each, mixed) {
+		t.Fatalf("each initech fact in order: %v\n got %+v\nwant %+v", err, each, mixed)
+	}
 	if got := must(s.IdentityFactsOf(c, "acme", []string{"person:eharris", "person:nobody"}, 10))(t); len(got) != 2 {
 		t.Fatalf("facts of a ref: %+v", got)
 	}
