@@ -138,9 +138,9 @@ func newDocMetas() shared[docMeta] {
 	}
 }
 
-// resetMeta empties v's metadata tables.
+// resetMeta empties v's metadata tables (not metaOf, the rows' entries).
 func (v *vectors) resetMeta() {
-	v.strs, v.metaOf, v.docMetas, v.refPool, v.refWaste = strtab.Table{}, nil, newDocMetas(), nil, 0
+	v.strs, v.docMetas, v.refPool, v.refWaste = strtab.Table{}, newDocMetas(), nil, 0
 	v.refSets = shared[refSet]{
 		hash: func(s *refSet) uint64 {
 			if s.n == 0 {
