@@ -474,11 +474,19 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 		}
 	})
 	// The edges among the nodes reached, from the same structure: read by
-	// key, not by scanning every edge out of each node.
+	// key, not by scanning every edge out of each node. The nodes reached
+	// are looked up by number: a hub reached has thousands of arcs, and
+	// hashing each one's other end by its key was a sixth of expansion.
+	reached := make(map[int32]struct{}, len(keys))
+	for _, k := range keys {
+		if n, ok := adj.find(k); ok {
+			reached[n] = struct{}{}
+		}
+	}
 	var edgeKeys []string
 	for _, k := range keys {
 		for _, x := range adj.arcs(k, false) {
-			if _, reached := depth[adj.otherOf(x)]; reached && (len(q.EdgeTypes) == 0 || slices.Contains(q.EdgeTypes, adj.typeOf(x))) {
+			if _, ok := reached[x.other]; ok && (len(q.EdgeTypes) == 0 || slices.Contains(q.EdgeTypes, adj.typeOf(x))) {
 				edgeKeys = append(edgeKeys, graph.EdgeKey(adj.typeOf(x), k, adj.otherOf(x)))
 			}
 		}
