@@ -1,6 +1,9 @@
 package sqlite
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // arena keeps many growable slices of T (which holds no pointer) in large
 // blocks: however many slices it holds, it is a few objects with nothing
@@ -18,17 +21,27 @@ import "math/bits"
 type arena[T any] struct {
 	blocks [][]T
 	top    int        // the next free element of the last shared block
-	shared int        // the last shared block (-1: none)
+	shared int        // the last shared block + 1 (0: none)
 	free   [][]uint64 // per room size: rooms free, as block<<32 | offset
 	spare  []uint32   // blocks of their own freed, reused for the next
-	elems  int        // a shared block's length
+	elems  int        // a shared block's length (0: arenaBytes of T)
 }
 
 // slot is a slice in an arena: n elements at off in block, room for room.
 type slot struct{ block, off, n, room uint32 }
 
-// newArena is an arena of shared blocks of blockElems elements each.
-func newArena[T any](blockElems int) arena[T] { return arena[T]{elems: blockElems, shared: -1} }
+// arenaBytes is the size of an arena's shared blocks unless it sets
+// elems: the zero arena is ready to use.
+const arenaBytes = 1 << 20
+
+// blockLen is a shared block's length in elements.
+func (a *arena[T]) blockLen() int {
+	if a.elems == 0 {
+		var x T
+		a.elems = arenaBytes / max(1, int(unsafe.Sizeof(x)))
+	}
+	return a.elems
+}
 
 // slice is s's elements, with s's room as its capacity: valid until the
 // arena changes.
@@ -74,7 +87,7 @@ func (a *arena[T]) alloc(c int) slot {
 
 // room makes a new room of exactly size elements.
 func (a *arena[T]) room(size int) slot {
-	if size >= a.elems { // a block of its own
+	if size >= a.blockLen() { // a block of its own
 		b := len(a.blocks)
 		if n := len(a.spare); n > 0 {
 			b, a.spare = int(a.spare[n-1]), a.spare[:n-1]
@@ -84,21 +97,21 @@ func (a *arena[T]) room(size int) slot {
 		}
 		return slot{block: uint32(b), room: uint32(size)}
 	}
-	if a.shared < 0 || a.top+size > a.elems {
+	if a.shared == 0 || a.top+size > a.elems {
 		a.keepRest()
 		a.blocks = append(a.blocks, make([]T, a.elems))
-		a.shared, a.top = len(a.blocks)-1, 0
+		a.shared, a.top = len(a.blocks), 0
 	}
-	s := slot{block: uint32(a.shared), off: uint32(a.top), room: uint32(size)}
+	s := slot{block: uint32(a.shared - 1), off: uint32(a.top), room: uint32(size)}
 	a.top += size
 	return s
 }
 
 // keepRest lists what is left of the last shared block as free rooms.
 func (a *arena[T]) keepRest() {
-	for a.shared >= 0 && a.elems-a.top >= roomSize(0) {
+	for a.shared > 0 && a.elems-a.top >= roomSize(0) {
 		c := floorClass(a.elems - a.top)
-		a.release(slot{block: uint32(a.shared), off: uint32(a.top), room: uint32(roomSize(c))})
+		a.release(slot{block: uint32(a.shared - 1), off: uint32(a.top), room: uint32(roomSize(c))})
 		a.top += roomSize(c)
 	}
 }
@@ -107,7 +120,7 @@ func (a *arena[T]) keepRest() {
 func (a *arena[T]) release(s slot) {
 	switch {
 	case s.room == 0:
-	case int(s.room) >= a.elems:
+	case int(s.room) >= a.blockLen():
 		a.blocks[s.block] = nil
 		a.spare = append(a.spare, s.block)
 	case int(s.room) >= roomSize(0):

@@ -31,7 +31,7 @@ func TestRoomSizes(t *testing.T) {
 func TestArenaSlicesHoldTheirElements(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 6))
-	a := newArena[byte](512)
+	a := arena[byte]{elems: 512}
 	slots := make([]slot, 200)
 	want := make([][]byte, len(slots))
 	check := func(a *arena[byte], when string) {
@@ -88,7 +88,7 @@ func TestArenaSlicesHoldTheirElements(t *testing.T) {
 		t.Fatalf("the freed block %d is not taken again: %+v", big.block, again)
 	}
 	check(&a, "after blocks of their own")
-	packed := newArena[byte](512)
+	packed := arena[byte]{elems: 512}
 	for i := range slots {
 		slots[i] = packed.packed(&a, slots[i])
 		if slots[i].room != slots[i].n {

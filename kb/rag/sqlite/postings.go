@@ -55,8 +55,13 @@ type posting struct {
 // A plist is kept in postings, its data and blocks in postings' arenas
 // (list reads them as a postingList).
 type plist struct {
-	data   slot    // the postings, in postings.bytes
-	blocks slot    // the closed blocks, in postings.heads
+	data   slot // the postings, in postings.bytes
+	blocks slot // the closed blocks, in postings.heads
+	listHead
+}
+
+// listHead is what a list keeps beside its postings and blocks.
+type listHead struct {
 	last   uint32  // the last posting's document number
 	n      int32   // postings, live or not
 	maxTF  float32 // the open block's largest tf
@@ -68,10 +73,7 @@ type plist struct {
 type postingList struct {
 	data   []byte
 	blocks []pblock
-	last   uint32
-	n      int32
-	maxTF  float32
-	minLen int32
+	listHead
 }
 
 // list returns token's postings; ok is false when no live or dead
@@ -82,7 +84,7 @@ func (p *postings) list(token string) (l postingList, ok bool) {
 		return l, false
 	}
 	r := &p.lists[t]
-	return postingList{data: p.bytes.slice(r.data), blocks: p.heads.slice(r.blocks), last: r.last, n: r.n, maxTF: r.maxTF, minLen: r.minLen}, true
+	return postingList{data: p.bytes.slice(r.data), blocks: p.heads.slice(r.blocks), listHead: r.listHead}, true
 }
 
 // pblock is a closed block of a plist.
@@ -130,9 +132,6 @@ func (p *postings) count(l *plist, tf float32, length int32) {
 
 // term returns token's number, making it an empty list when it is new.
 func (p *postings) term(token string) uint32 {
-	if p.lists == nil {
-		p.bytes, p.heads = newArena[byte](postingArenaBlock), newArena[pblock](postingArenaBlock/16)
-	}
 	t, added := p.vocab.Add(token)
 	if added {
 		p.lists = append(p.lists, plist{})
@@ -140,13 +139,11 @@ func (p *postings) term(token string) uint32 {
 	return t
 }
 
-// postingArenaBlock is the size of the postings' arenas' blocks in bytes.
-const postingArenaBlock = 1 << 20
-
 // pack copies every list to a room its exact size in new arenas (after a
 // load, and a compaction).
 func (p *postings) pack() {
-	bytes, heads := newArena[byte](postingArenaBlock), newArena[pblock](postingArenaBlock/16)
+	var bytes arena[byte]
+	var heads arena[pblock]
 	for t := range p.lists {
 		l := &p.lists[t]
 		l.data, l.blocks = bytes.packed(&p.bytes, l.data), heads.packed(&p.heads, l.blocks)
@@ -231,7 +228,7 @@ func (p *postings) compact() {
 		return
 	}
 	old := *p
-	p.bytes, p.heads = newArena[byte](postingArenaBlock), newArena[pblock](postingArenaBlock/16)
+	p.bytes, p.heads = arena[byte]{}, arena[pblock]{}
 	for t := range p.lists {
 		l := &p.lists[t]
 		c := cursor{data: old.bytes.slice(l.data)}
