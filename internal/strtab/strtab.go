@@ -68,7 +68,7 @@ func (t *Table) AddBytes(b []byte) (n uint32, added bool) {
 
 // Find returns s's number, if the table holds s.
 func (t *Table) Find(s string) (uint32, bool) {
-	if len(t.slots) == 0 {
+	if !t.seeded { // empty: nothing to find, and no seed to hash with yet
 		return 0, false
 	}
 	return t.find(maphash.String(t.seed, s), s)

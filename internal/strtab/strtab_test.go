@@ -65,7 +65,7 @@ func TestAddedBytesAreCopied(t *testing.T) {
 	b := []byte("person:ana")
 	n, _ := tab.AddBytes(b)
 	first := tab.Str(n)
-	copy(b, "XXXXXXXXXX")
+	copy(b, "person:bob") // the caller's buffer, reused for the next name
 	for i := range 1000 {
 		tab.Add(fmt.Sprint("k", i))
 	}

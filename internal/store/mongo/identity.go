@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -40,21 +39,14 @@ func (s *Store) bumpIdentity(ctx context.Context, client string) error {
 	return err
 }
 
+// findFacts returns the facts filter finds, in store.CompareFacts's order.
 func (s *Store) findFacts(ctx context.Context, filter bson.M) ([]store.IdentityFact, error) {
-	cur, err := s.facts.Find(ctx, filter)
-	if err != nil {
-		return nil, fmt.Errorf("list identity facts: %w", err)
-	}
-	var recs []factRecord
-	if err := cur.All(ctx, &recs); err != nil {
-		return nil, fmt.Errorf("list identity facts: %w", err)
-	}
-	out := make([]store.IdentityFact, len(recs))
-	for i, r := range recs {
-		out[i] = r.fact()
-	}
-	slices.SortFunc(out, store.CompareFacts)
-	return out, nil
+	out := []store.IdentityFact{}
+	err := s.eachFact(ctx, filter, func(f store.IdentityFact) error {
+		out = append(out, f)
+		return nil
+	})
+	return out, err
 }
 
 // PutIdentityFacts implements store.Identities. Order: the new facts are
@@ -125,7 +117,13 @@ var factOrder = bson.D{{Key: "source", Value: 1}, {Key: "ref", Value: 1}, {Key: 
 // cursor, in the server's order, as fn takes them (a client's facts read
 // whole were about 200 MB at once at 100,000 documents).
 func (s *Store) EachIdentityFact(ctx context.Context, client string, fn func(store.IdentityFact) error) error {
-	cur, err := s.facts.Find(ctx, bson.M{"client": client}, options.Find().SetSort(factOrder))
+	return s.eachFact(ctx, bson.M{"client": client}, fn)
+}
+
+// eachFact calls fn with the facts filter finds, in store.CompareFacts's
+// order (sorted by the server), from a cursor.
+func (s *Store) eachFact(ctx context.Context, filter bson.M, fn func(store.IdentityFact) error) error {
+	cur, err := s.facts.Find(ctx, filter, options.Find().SetSort(factOrder))
 	if err != nil {
 		return fmt.Errorf("identity facts: %w", err)
 	}
