@@ -186,6 +186,9 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 	}
 	t = lap("retrieve", t)
 
+	// The passages' texts are read while the graph is expanded (the
+	// items are not touched until fillTexts).
+	fillTexts := func() error { return nil }
 	if group == GroupItem {
 		if !slices.Contains(req.Filter.Kinds, KindLink) {
 			hits = slices.DeleteFunc(hits, isLinkContext)
@@ -198,9 +201,7 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 			t = lap("feedback", t)
 		}
 		pack.Items = items[:min(limit, len(items))]
-		if err := k.passageTexts(ctx, req.Client, pack.Items); err != nil {
-			return pack, err
-		}
+		fillTexts = k.passageTexts(ctx, req.Client, pack.Items)
 	} else {
 		for _, h := range hits {
 			pack.Items = append(pack.Items, Item{Kind: ItemPassage, Score: h.Score, Content: h.Chunk.Text, NodeKeys: h.Chunk.GraphRefs,
@@ -223,17 +224,24 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 		}
 	}
 	passages := len(pack.Items)
+	var hood graph.Neighborhood
+	var expandErr error
+	if len(seeds) > 0 {
+		hood, expandErr = k.graph.For(req.Client).Neighbors(ctx, graph.NeighborQuery{Start: seeds, Depth: depth, Limit: maxNodes})
+	}
+	if err := fillTexts(); err != nil {
+		return pack, err
+	}
+	if expandErr != nil {
+		return pack, fmt.Errorf("expand: %w", expandErr)
+	}
 	var entities, relations int
 	if len(seeds) > 0 {
+		t = lap("expand", t)
 		best := 0.0
 		for _, s := range seedScore {
 			best = max(best, s)
 		}
-		hood, err := k.graph.For(req.Client).Neighbors(ctx, graph.NeighborQuery{Start: seeds, Depth: depth, Limit: maxNodes})
-		if err != nil {
-			return pack, fmt.Errorf("expand: %w", err)
-		}
-		t = lap("expand", t)
 		for _, v := range hood.Nodes {
 			score := best / float64(1+v.Depth)
 			if s, ok := seedScore[v.Key]; ok {
@@ -299,9 +307,12 @@ func rankItems(hits []rag.Hit, limit int) []Item {
 // filter asks for them.
 func isLinkContext(h rag.Hit) bool { return h.Chunk.Kind == KindLink }
 
-// passageTexts reads the texts (and the items' titles) of the items'
-// passages that came without them (rag.Query.NoText), in one call.
-func (k *KB) passageTexts(ctx context.Context, client string, items []Item) error {
+// passageTexts starts reading the texts (and the items' titles) of the
+// items' passages that came without them (rag.Query.NoText), in one call,
+// and returns a function that waits for them and fills them in. Search
+// expands the graph meanwhile; the items must not be moved (appended to)
+// before fill is called.
+func (k *KB) passageTexts(ctx context.Context, client string, items []Item) (fill func() error) {
 	var want []string
 	for _, it := range items {
 		for _, p := range it.Passages {
@@ -311,27 +322,36 @@ func (k *KB) passageTexts(ctx context.Context, client string, items []Item) erro
 		}
 	}
 	if len(want) == 0 {
+		return func() error { return nil }
+	}
+	var chunks []rag.Chunk
+	var err error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		chunks, err = k.chunks.For(client).Get(ctx, want...)
+	}()
+	return func() error {
+		<-read
+		if err != nil {
+			return fmt.Errorf("passages: %w", err)
+		}
+		byID := make(map[string]rag.Chunk, len(chunks))
+		for _, c := range chunks {
+			byID[c.ID] = c
+		}
+		for i := range items {
+			it := &items[i]
+			for j := range it.Passages {
+				if p := &it.Passages[j]; p.Text == "" {
+					c := byID[p.ChunkID]
+					p.Text, it.Title = c.Text, cmp.Or(it.Title, c.Title)
+				}
+			}
+			it.Content = it.Passages[0].Text
+		}
 		return nil
 	}
-	chunks, err := k.chunks.For(client).Get(ctx, want...)
-	if err != nil {
-		return fmt.Errorf("passages: %w", err)
-	}
-	byID := make(map[string]rag.Chunk, len(chunks))
-	for _, c := range chunks {
-		byID[c.ID] = c
-	}
-	for i := range items {
-		it := &items[i]
-		for j := range it.Passages {
-			if p := &it.Passages[j]; p.Text == "" {
-				c := byID[p.ChunkID]
-				p.Text, it.Title = c.Text, cmp.Or(it.Title, c.Title)
-			}
-		}
-		it.Content = it.Passages[0].Text
-	}
-	return nil
 }
 
 // relations turns edges into items with the text of (up to maxEvidence of)

@@ -273,6 +273,39 @@ func TestSearchRanksItems(t *testing.T) {
 	}
 }
 
+// An item's passages are read while the graph is expanded: they are
+// filled in whether or not its chunks name a node to expand from (a chunk
+// written to the chunk store without refs seeds nothing).
+func TestSearchItemsHaveTheirTextsWithoutSeeds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	vec := make([]float32, 8)
+	vec[0] = 1
+	for _, c := range []rag.Chunk{
+		{ID: "c1", Text: "The boiler pressure valve sticks in cold weather.", Title: "Boiler valve", SourceURN: "NOTE:1", Vector: vec},
+		{ID: "c2", Text: "Replace the boiler pressure valve before winter.", Title: "Boiler valve", SourceURN: "NOTE:1", Vector: vec},
+	} {
+		if err := e.chunks.For("acme").Upsert(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, expand := range []int{0, 2} {
+		pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "boiler pressure valve", Alpha: ptr(0.0), Expand: ptr(expand)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pack.Items) != 1 {
+			t.Fatalf("expand %d: %d items: %+v", expand, len(pack.Items), pack.Items)
+		}
+		it := pack.Items[0]
+		if it.Title != "Boiler valve" || len(it.Passages) != 2 || it.Content != it.Passages[0].Text || !strings.Contains(it.Content, "boiler pressure valve") ||
+			it.Passages[1].Text == "" || len(it.NodeKeys) != 0 {
+			t.Fatalf("expand %d: item %+v", expand, it)
+		}
+	}
+}
+
 // A link's context (kind link) is an excerpt of the item the link is in:
 // items leave it out, passages keep it, and a filter for it finds it.
 func TestSearchItemsLeaveOutLinkContexts(t *testing.T) {

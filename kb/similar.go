@@ -145,7 +145,7 @@ func (k *KB) Similar(ctx context.Context, req SimilarRequest) (SimilarResult, er
 		}
 	}
 	res.Timings["retrieve"] = float64(time.Since(start).Microseconds()) / 1000
-	if err := k.passageTexts(ctx, req.Client, items); err != nil {
+	if err := k.passageTexts(ctx, req.Client, items)(); err != nil {
 		return res, err
 	}
 	if len(res.Self) > 0 {

@@ -495,18 +495,26 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	if len(keys) == 0 {
 		return hood, nil
 	}
+	// The nodes and the edges are read at once, each on a connection of
+	// the read pool: a search waits for the longer of the two, not both.
+	var edgesErr error
+	edgesRead := make(chan struct{})
+	go func() {
+		defer close(edgesRead)
+		if len(edgeKeys) > 0 {
+			hood.Edges, edgesErr = g.edges(ctx, g.db.Reads(), "edges", `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
+		}
+	}()
 	ns, err := g.nodes(ctx, g.db.Reads(), keys)
-	if err != nil {
-		return hood, err
+	<-edgesRead
+	if err != nil || edgesErr != nil {
+		return graph.Neighborhood{}, errors.Join(err, edgesErr)
 	}
 	for _, n := range ns {
 		hood.Nodes = append(hood.Nodes, graph.Visit{Node: n, Depth: depth[n.Key]})
 	}
 	graph.SortVisits(hood.Nodes)
-	if len(edgeKeys) > 0 {
-		hood.Edges, err = g.edges(ctx, g.db.Reads(), "edges", `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
-	}
-	return hood, err
+	return hood, nil
 }
 
 // ShortestPath implements graph.Graph: breadth-first, one query per level.
