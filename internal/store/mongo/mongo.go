@@ -181,8 +181,8 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			idx(bson.D{{Key: "hash", Value: 1}}, true, "hash"),
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "createdAt", Value: 1}}, false, "client"),
 		},
-		// "order" (EachIdentityFact's sort) also serves a source's facts; a
-		// store made before it keeps its "source" index.
+		// "order" (EachIdentityFact's sort) also serves a source's facts
+		// (retiredIndexes: its "source" index is dropped).
 		s.facts: {idx(append(bson.D{{Key: "client", Value: 1}}, factOrder...), false, "order"),
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "ref", Value: 1}}, false, "ref")},
 		s.decisions: {idx(bson.D{{Key: "client", Value: 1}, {Key: "at", Value: 1}}, false, "client")},
@@ -201,6 +201,13 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		}
 		if err := cur.All(ctx, &have); err != nil {
 			return fmt.Errorf("%s: %w", c.Name(), err)
+		}
+		for _, h := range have {
+			if slices.Contains(retiredIndexes[c.Name()], h.Name) {
+				if _, err := c.Indexes().DropOne(ctx, h.Name); err != nil {
+					return fmt.Errorf("%s: drop the retired index %s: %w", c.Name(), h.Name, err)
+				}
+			}
 		}
 		missing := models[:0]
 		for _, m := range models {
@@ -221,6 +228,12 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 	}
 	return nil
 }
+
+// retiredIndexes are the indexes, by collection, that earlier versions
+// made and that a later one made redundant: Open drops them where they
+// are. Identity facts' "source" (client, source) is a prefix of "order"
+// (client, source, ref, kind, value), which serves the same reads.
+var retiredIndexes = map[string][]string{"identity_facts": {"source"}}
 
 // Ping implements store.Store.
 func (s *Store) Ping(ctx context.Context) error {
