@@ -204,7 +204,10 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		}
 		for _, h := range have {
 			if slices.Contains(retiredIndexes[c.Name()], h.Name) {
-				if _, err := c.Indexes().DropOne(ctx, h.Name); err != nil {
+				// Another process opening the store at once may have dropped
+				// it first (IndexNotFound, code 27).
+				var ce mgo.CommandError
+				if _, err := c.Indexes().DropOne(ctx, h.Name); err != nil && !(errors.As(err, &ce) && ce.Code == 27) {
 					return fmt.Errorf("%s: drop the retired index %s: %w", c.Name(), h.Name, err)
 				}
 			}
