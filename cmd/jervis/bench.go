@@ -134,8 +134,8 @@ weaviate needs rag.weaviate.url, e.g. JERVIS_RAG_WEAVIATE_URL).
 --keep DIR keeps each corpus's data directory (DIR/1, DIR/2, … in the order run; DIR
 new or empty); --searches DIR then measures only the searches over one kept directory
 (embedded chunk store: the index loaded, a warm pass of the 200 queries, then 1 client
-five times over and 16), so that search code can be compared at 100,000 documents without building them
-again.`,
+five times over and 16), so that search code can be compared at 100,000 documents
+without building them again.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if searches != "" {
 				if len(corpora) > 0 || len(synthetic) > 0 || keep != "" {
