@@ -1,28 +1,19 @@
 package mongo
 
 import (
-	"context"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/bson"
 	mgo "go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
-
-	"github.com/jervis-dev/jervis/internal/integration"
 )
 
 // A store made by an earlier version has the identity facts' "source"
 // index, which "order" made redundant: opening it drops that index and
 // makes the ones it lacks.
 func TestOpenDropsRetiredIndexes(t *testing.T) {
-	uri := integration.Env(t, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
 	ctx := t.Context()
-	s, err := Open(ctx, Options{URI: uri, Database: "jervis_test_retired"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Drop(ctx)
-	t.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	s := openDropped(t, Options{Database: "jervis_test_retired"})
 	// As an earlier version left it: "source", and no "order" yet.
 	if _, err := s.facts.Indexes().CreateOne(ctx, mgo.IndexModel{Keys: bson.D{{Key: "client", Value: 1}, {Key: "source", Value: 1}},
 		Options: options.Index().SetName("source")}); err != nil {
@@ -49,7 +40,7 @@ func TestOpenDropsRetiredIndexes(t *testing.T) {
 	if got := names(); !got["source"] || got["order"] {
 		t.Fatalf("not as an earlier version left it: %v", got)
 	}
-	again, err := Open(ctx, Options{URI: uri, Database: "jervis_test_retired"})
+	again, err := Open(ctx, Options{URI: testURI(t), Database: "jervis_test_retired"})
 	if err != nil {
 		t.Fatal(err)
 	}

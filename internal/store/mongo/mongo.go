@@ -182,13 +182,17 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "createdAt", Value: 1}}, false, "client"),
 		},
 		// "order" (EachIdentityFact's sort) also serves a source's facts
-		// (retiredIndexes: its "source" index is dropped).
+		// (retired: its "source" index is dropped).
 		s.facts: {idx(append(bson.D{{Key: "client", Value: 1}}, factOrder...), false, "order"),
 			idx(bson.D{{Key: "client", Value: 1}, {Key: "ref", Value: 1}}, false, "ref")},
 		s.decisions: {idx(bson.D{{Key: "client", Value: 1}, {Key: "at", Value: 1}}, false, "client")},
 		s.aliases:   {idx(bson.D{{Key: "client", Value: 1}, {Key: "alias", Value: 1}}, false, "client")},
 		s.links:     {idx(bson.D{{Key: "client", Value: 1}, {Key: "kind", Value: 1}, {Key: "pattern", Value: 1}}, true, "pattern")},
 	}
+	// Indexes earlier versions made that later ones made redundant,
+	// dropped where they are: identity facts' "source" (client, source) is
+	// a prefix of "order", which serves the same reads.
+	retired := map[*mgo.Collection][]string{s.facts: {"source"}}
 	for c, models := range all {
 		// Only the missing ones: creating an existing index again is a
 		// no-op on MongoDB but can crash FerretDB v1.
@@ -203,7 +207,7 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", c.Name(), err)
 		}
 		for _, h := range have {
-			if slices.Contains(retiredIndexes[c.Name()], h.Name) {
+			if slices.Contains(retired[c], h.Name) {
 				// Another process opening the store at once may have dropped
 				// it first (IndexNotFound, code 27).
 				var ce mgo.CommandError
@@ -231,12 +235,6 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 	}
 	return nil
 }
-
-// retiredIndexes are the indexes, by collection, that earlier versions
-// made and that a later one made redundant: Open drops them where they
-// are. Identity facts' "source" (client, source) is a prefix of "order"
-// (client, source, ref, kind, value), which serves the same reads.
-var retiredIndexes = map[string][]string{"identity_facts": {"source"}}
 
 // Ping implements store.Store.
 func (s *Store) Ping(ctx context.Context) error {

@@ -1,14 +1,12 @@
 package mongo
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
 
-	"github.com/jervis-dev/jervis/internal/integration"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -16,14 +14,8 @@ import (
 // flush of its event loses nothing: the next change of the same task
 // flushes the event first, and the rescue flushes events left alone.
 func TestOutboxRepair(t *testing.T) {
-	uri := integration.Env(t, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
 	ctx := t.Context()
-	s, err := Open(ctx, Options{URI: uri, Database: "jervis_test_outbox"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Drop(ctx)
-	t.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	s := openDropped(t, Options{Database: "jervis_test_outbox"})
 	if _, err := s.EnqueueTasks(ctx, store.Task{Client: "acme", Kind: store.KindData, SourceDoc: "a"}, store.Task{Client: "acme", Kind: store.KindData, SourceDoc: "b"}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +90,8 @@ func TestOutboxRepair(t *testing.T) {
 // by number would otherwise skip it — until it arrives, or until GapWait
 // says its writer died.
 func TestEventLogStablePoint(t *testing.T) {
-	uri := integration.Env(t, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
 	ctx := t.Context()
-	s, err := Open(ctx, Options{URI: uri, Database: "jervis_test_stable", GapWait: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Drop(ctx)
-	t.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	s := openDropped(t, Options{Database: "jervis_test_stable", GapWait: 2 * time.Second})
 	ev := func(n int) store.Event {
 		return store.Event{Client: "acme", Aggregate: "poll", AggregateID: "mail", Type: "poll.finished", Data: []byte(fmt.Sprintf(`{"n":%d}`, n))}
 	}
@@ -160,7 +146,7 @@ func TestEventLogStablePoint(t *testing.T) {
 		t.Fatalf("after GapWait: latest %d (want %d), %d events", latest, last.Seq, n)
 	}
 	// A new process starts from the shared stable point.
-	s2, err := Open(ctx, Options{URI: uri, Database: "jervis_test_stable"})
+	s2, err := Open(ctx, Options{URI: testURI(t), Database: "jervis_test_stable"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +161,8 @@ func TestEventLogStablePoint(t *testing.T) {
 // second flush stores nothing twice, and the numbers it took are filled by
 // placeholders that hold no reader back and that no reader sees.
 func TestRepeatedFlush(t *testing.T) {
-	uri := integration.Env(t, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
 	ctx := t.Context()
-	s, err := Open(ctx, Options{URI: uri, Database: "jervis_test_reflush", GapWait: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Drop(ctx)
-	t.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	s := openDropped(t, Options{Database: "jervis_test_reflush", GapWait: time.Hour})
 	// Enqueue's own flush ran: the created event is in the log. Put it
 	// back into the outbox, as if the pull had not happened.
 	if _, err := s.EnqueueTasks(ctx, store.Task{Client: "acme", Kind: store.KindData, SourceDoc: "a"}); err != nil {
