@@ -63,6 +63,28 @@ type BenchRun struct {
 	PeakRSSBytes     int64   `json:"peakRssBytes"`
 	HeapBytes        uint64  `json:"heapBytes"`
 	DiskBytesPer1000 float64 `json:"diskBytesPer1000"`
+	// IOPer1000 is the I/O calls of the store, index and qualify, from the
+	// stores' opening, per 1,000 documents; absent where the platform does
+	// not count them (Linux's /proc/self/io).
+	IOPer1000 *IOCalls `json:"ioPer1000,omitempty"`
+}
+
+// IOCalls counts the bytes passed to a process's read and write calls and
+// the calls: files (the databases, their write-ahead logs), pipes and
+// sockets alike, whether the disk or the page cache served them. Written
+// bytes over the bytes the data ends on is what each page was written
+// again and again (WAL frames, then the checkpoint's copy).
+type IOCalls struct {
+	ReadBytes    float64 `json:"readBytes"`
+	WrittenBytes float64 `json:"writtenBytes"`
+	ReadCalls    float64 `json:"readCalls"`
+	WriteCalls   float64 `json:"writeCalls"`
+}
+
+// per1000 is the calls between c0 and c per 1,000 of n documents.
+func (c IOCalls) per1000(c0 IOCalls, n int) *IOCalls {
+	return &IOCalls{ReadBytes: per1000(c.ReadBytes-c0.ReadBytes, n), WrittenBytes: per1000(c.WrittenBytes-c0.WrittenBytes, n),
+		ReadCalls: per1000(c.ReadCalls-c0.ReadCalls, n), WriteCalls: per1000(c.WriteCalls-c0.WriteCalls, n)}
 }
 
 // Latency is a distribution of durations, in milliseconds.
@@ -271,6 +293,7 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int, keep st
 		a.logf("bench: %d messages, %d issues, %d pages in %d files, %.1f MiB", c.Messages, c.Issues, c.Pages, c.Files, float64(c.Bytes)/(1<<20))
 		paths = []string{src}
 	}
+	calls0, ioOK := ioCalls()
 	all, chunkStore, err := a.openMeasured(ctx, dir, benchClient)
 	if err != nil {
 		return run, err
@@ -309,6 +332,9 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int, keep st
 	}
 	run.IndexSeconds, run.QualifySeconds = indexed.Seconds(), qualified.Seconds()
 	run.PipelineCPUPer1000 = per1000(cpuSeconds()-cpuDrain, run.Documents)
+	if calls, ok := ioCalls(); ok && ioOK {
+		run.IOPer1000 = calls.per1000(calls0, run.Documents)
+	}
 	run.Seconds = time.Since(start).Seconds()
 	if run.Seconds > 0 {
 		run.DocsPerSecond = float64(run.Documents) / run.Seconds
@@ -730,6 +756,10 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 		if r.SQLiteRowsPerSecond > 0 && r.EmbedPerSecond > 0 {
 			notes = append(notes, fmt.Sprintf("%s of the roofline: chunks written %.0f/s = %.1f %% of SQLite's rows/s, %.1f %% of the embedder's rate",
 				name, chunksPerSec, 100*chunksPerSec/r.SQLiteRowsPerSecond, 100*chunksPerSec/r.EmbedPerSecond))
+		}
+		if c := x.IOPer1000; c != nil && x.DiskBytesPer1000 > 0 {
+			notes = append(notes, fmt.Sprintf("%s I/O per 1,000 documents (store, index, qualify): written %.0f MiB in %.0f calls (%.1f times the disk it ends on), read %.0f MiB in %.0f calls",
+				name, c.WrittenBytes/(1<<20), c.WriteCalls, c.WrittenBytes/x.DiskBytesPer1000, c.ReadBytes/(1<<20), c.ReadCalls))
 		}
 		if st := x.Search1.stagesLine(); st != "" {
 			notes = append(notes, fmt.Sprintf("%s search stages p50 / p99 ms (1 client): %s", name, st))

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +40,11 @@ func TestBenchCommand(t *testing.T) {
 	if x.Search1.N == 0 || x.Search16.N*searchPasses != 16*x.Search1.N || x.Search16.PerSecond <= 0 {
 		t.Errorf("search %+v %+v", x.Search1, x.Search16)
 	}
+	// The import read the corpus, the stores wrote the documents: on
+	// Linux, where the calls are counted.
+	if c := x.IOPer1000; runtime.GOOS == "linux" && (c == nil || c.ReadBytes <= 0 || c.ReadCalls <= 0 || c.WrittenBytes <= 0 || c.WriteCalls <= 0 || c.WrittenBytes < c.WriteCalls) {
+		t.Errorf("I/O per 1,000 documents %+v", c)
+	}
 	if x.VectorRecall != 1 { // a small index: every vector search exact
 		t.Errorf("vector recall %v", x.VectorRecall)
 	}
@@ -50,7 +56,11 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 	code, out, errOut = runCLI(t, nil, "bench", "--trickle", "0", "--corpus", jira)
-	for _, want := range []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline", "search stages p50 / p99 ms (1 client): embed", "vector side: 1.000 of an exact scan's best 80"} {
+	wants := []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline", "search stages p50 / p99 ms (1 client): embed", "vector side: 1.000 of an exact scan's best 80"}
+	if runtime.GOOS == "linux" {
+		wants = append(wants, "I/O per 1,000 documents (store, index, qualify): written")
+	}
+	for _, want := range wants {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("table lacks %q (exit %d):\n%s\n%s", want, code, out, errOut)
 		}

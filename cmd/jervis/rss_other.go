@@ -14,3 +14,6 @@ func peakRSS() int64 {
 
 // cpuSeconds is not read on this platform.
 func cpuSeconds() float64 { return 0 }
+
+// ioCalls is not read on this platform.
+func ioCalls() (IOCalls, bool) { return IOCalls{}, false }
