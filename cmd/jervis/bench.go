@@ -142,6 +142,8 @@ qualifier) on each corpus in a fresh data directory, and reports:
                  titles of 200 of its documents: 1 client (the 200 five times over), then 16
                  at once (each the 200)
   memory, disk   peak RSS, heap after the run, bytes on disk per 1,000 documents
+  I/O            bytes and calls read and written by the store, index and qualify per 1,000
+                 documents (Linux), and the bytes written over the disk the data ends on
   roofline       measured in the same run: SQLite transactions/s and rows/s on this disk, the
                  embedder's texts/s, float32 vector scan rate
 
