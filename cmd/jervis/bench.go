@@ -63,9 +63,11 @@ type BenchRun struct {
 	PeakRSSBytes     int64   `json:"peakRssBytes"`
 	HeapBytes        uint64  `json:"heapBytes"`
 	DiskBytesPer1000 float64 `json:"diskBytesPer1000"`
-	// IOPer1000 is the I/O calls of the store, index and qualify, from the
-	// stores' opening, per 1,000 documents; absent where the platform does
-	// not count them (Linux's /proc/self/io).
+	// IOPer1000 is the I/O calls from the stores' opening until the queue
+	// is drained (the import, index and qualify; with --trickle also the
+	// live documents and the searches for them), per 1,000 documents;
+	// absent where the platform does not count them (Linux's
+	// /proc/self/io).
 	IOPer1000 *IOCalls `json:"ioPer1000,omitempty"`
 }
 
