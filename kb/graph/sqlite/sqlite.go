@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/kb/graph"
@@ -172,15 +171,6 @@ func seen(t time.Time, now time.Time) int64 {
 	return sqlitedb.Micros(t)
 }
 
-// idsJSON encodes a key list for json_each; nil is the empty array.
-func idsJSON(ids []string) string {
-	if len(ids) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(ids)
-	return string(b)
-}
-
 // UpsertNodes implements graph.Graph.
 func (g *clientGraph) UpsertNodes(ctx context.Context, nodes ...graph.Node) error {
 	for _, n := range nodes {
@@ -280,22 +270,18 @@ func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) erro
 // link writes the rows that tie a node or an edge (key, in table's column)
 // to chunks, those it has already left as they are. Several chunks go in one
 // statement, their IDs as a JSON array (a statement a row was 15–17 µs of
-// each row's cost in a profile of the dev Jira corpus, 140,000 rows); IDs
-// that are not valid UTF-8, which JSON cannot carry unchanged, one at a
-// time.
+// each row's cost in a profile of the dev Jira corpus, 140,000 rows).
 func (g *clientGraph) link(ctx context.Context, tx sqlitedb.Tx, table, column, key string, chunks []string) error {
-	one := `INSERT INTO ` + table + ` (client, ` + column + `, chunk_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`
-	if len(chunks) > 1 && !slices.ContainsFunc(chunks, func(c string) bool { return !utf8.ValidString(c) }) {
-		// WHERE true: without it SQLite would read ON CONFLICT as a join's ON.
-		_, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (client, `+column+`, chunk_id) SELECT ?, ?, value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, g.client, key, idsJSON(chunks))
+	switch len(chunks) {
+	case 0:
+		return nil
+	case 1:
+		_, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (client, `+column+`, chunk_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, g.client, key, chunks[0])
 		return err
 	}
-	for _, c := range chunks {
-		if _, err := tx.ExecContext(ctx, one, g.client, key, c); err != nil {
-			return err
-		}
-	}
-	return nil
+	// WHERE true: without it SQLite would read ON CONFLICT as a join's ON.
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (client, `+column+`, chunk_id) SELECT ?, ?, value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, g.client, key, idsJSON(chunks))
+	return err
 }
 
 type querier interface {
@@ -334,7 +320,7 @@ func (g *clientGraph) nodesWhere(ctx context.Context, q querier, chunks, where s
 			n.Props = nil
 		}
 		if chunkIDs.Valid {
-			if err := json.Unmarshal([]byte(chunkIDs.String), &n.RAGChunks); err != nil {
+			if n.RAGChunks, err = decodeIDs(chunkIDs.String); err != nil {
 				return nil, fmt.Errorf("node %s chunks: %w", n.Key, err)
 			}
 		}
@@ -412,7 +398,7 @@ func (g *clientGraph) edges(ctx context.Context, q querier, from, where string, 
 		if len(e.Props) == 0 {
 			e.Props = nil
 		}
-		if err := json.Unmarshal([]byte(evidence), &e.EvidenceChunkIDs); err != nil {
+		if e.EvidenceChunkIDs, err = decodeIDs(evidence); err != nil {
 			return nil, fmt.Errorf("edge %s evidence: %w", key, err)
 		}
 		e.FirstSeen, e.LastSeen = sqlitedb.Time(first), sqlitedb.Time(last)

@@ -1,9 +1,9 @@
 package sqlite_test
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/jervis-dev/jervis/kb/graph"
@@ -62,11 +62,40 @@ func TestChunkLinksKeepTheirIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The invalid ID is stored; reading comes through JSON, which shows it
-	// with U+FFFD for its bad byte (a limit of the read path, not of this).
-	want = []string{`c"1`, `c\2`, "c<3>&", "ç4", "c\u20285", "c1", "c9", strings.ToValidUTF8(bad, "\uFFFD")}
+	// The ID that is not valid UTF-8 comes back byte for byte.
+	want = []string{`c"1`, `c\2`, "c<3>&", "ç4", "c\u20285", "c1", "c9", bad}
 	if got := sorted(e.EvidenceChunkIDs); !slices.Equal(got, sorted(want)) {
 		t.Errorf("edge evidence %q, want %q", got, sorted(want))
+	}
+	// A node whose key is not valid UTF-8 is found by its key, and its
+	// edges by their ends; evidence of an invalid ID is removed by it.
+	odder := "person:\xffo\xc3"
+	if err := g.UpsertNodes(ctx, graph.Node{Key: odder, Type: "Person", RAGChunks: []string{bad, "c1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.UpsertEdges(ctx, graph.Edge{From: "a", To: odder, Type: "MENTIONS", Origin: graph.OriginSyntax, Confidence: 0.9, EvidenceChunkIDs: []string{bad}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err = g.Node(ctx, odder)
+	if err != nil || n.Key != odder || !slices.Equal(sorted(n.RAGChunks), sorted([]string{bad, "c1"})) {
+		t.Fatalf("node %q: %+v, %v", odder, n, err)
+	}
+	hood, err := g.Neighbors(ctx, graph.NeighborQuery{Start: []string{odder}, Depth: 1, Limit: 10})
+	if err != nil || len(hood.Edges) != 1 || hood.Edges[0].From != "a" || !slices.Equal(hood.Edges[0].EvidenceChunkIDs, []string{bad}) {
+		t.Fatalf("neighbours of %q: %+v, %v", odder, hood, err)
+	}
+	list, err := g.ListNodes(ctx, graph.NodeQuery{Type: "Person", Limit: 10})
+	if err != nil || len(list) != 1 || list[0].Key != odder || !slices.Equal(sorted(list[0].RAGChunks), sorted([]string{bad, "c1"})) {
+		t.Fatalf("listed %+v, %v", list, err)
+	}
+	if _, err := g.RemoveEvidence(ctx, []string{bad}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Edge(ctx, graph.Edge{From: "a", To: odder, Type: "MENTIONS"}.Key()); !errors.Is(err, graph.ErrNotFound) {
+		t.Errorf("the edge whose only evidence was removed: %v", err)
+	}
+	if n, err = g.Node(ctx, odder); err != nil || !slices.Equal(n.RAGChunks, []string{"c1"}) {
+		t.Errorf("node %q after the removal: %+v, %v", odder, n, err)
 	}
 }
 
