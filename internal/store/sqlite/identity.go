@@ -41,8 +41,7 @@ func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFa
 	}
 	had := map[[2]string][]store.IdentityFact{} // what each client's source says now: one read per client
 	for client, srcs := range sources {
-		b, _ := json.Marshal(srcs)
-		facts, err := s.factsWhere(ctx, `client = ? AND source IN (SELECT value FROM json_each(?))`, client, string(b))
+		facts, err := s.factsWhere(ctx, `client = ? AND source IN (SELECT value FROM json_each(?))`, client, sqlitedb.JSONList(srcs))
 		if err != nil {
 			return err
 		}
@@ -121,8 +120,7 @@ func (s *Store) eachFactWhere(ctx context.Context, fn func(store.IdentityFact) e
 
 // IdentityFactsOf implements store.Identities.
 func (s *Store) IdentityFactsOf(ctx context.Context, client string, refs []string, limit int) ([]store.IdentityFact, error) {
-	b, _ := json.Marshal(refs)
-	facts, err := s.factsWhere(ctx, `client = ? AND ref IN (SELECT value FROM json_each(?))`, client, string(b))
+	facts, err := s.factsWhere(ctx, `client = ? AND ref IN (SELECT value FROM json_each(?))`, client, sqlitedb.JSONList(refs))
 	if len(facts) > limit {
 		facts = facts[:limit]
 	}
@@ -193,11 +191,11 @@ func (s *Store) ReplaceAliases(ctx context.Context, client string, aliases []sto
 		}
 		keep = append(keep, a.Alias)
 	}
-	keepJSON, _ := json.Marshal(keep)
+	keepJSON := sqlitedb.JSONList(keep)
 	now := sqlitedb.Micros(time.Now())
 	return s.db.Write(ctx, "replace aliases", func(tx sqlitedb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM aliases WHERE client = ? AND stage <> '' AND alias NOT IN (SELECT value FROM json_each(?))`,
-			client, string(keepJSON)); err != nil {
+			client, keepJSON); err != nil {
 			return err
 		}
 		for _, a := range aliases {

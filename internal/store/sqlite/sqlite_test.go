@@ -116,3 +116,22 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Identity facts whose source or ref is not valid UTF-8 are replaced by
+// their source and found by their ref, byte for byte.
+func TestIdentityFactsKeepTheirBytes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := open(t)
+	src, ref := "mail:<\xffid>", "person:\xfeo"
+	fact := store.IdentityFact{Ref: ref, Kind: store.FactEmail, Value: "o@example.com", Evidence: "From: o", Seen: time.Unix(1, 0)}
+	for range 2 { // the second replaces the first: the source is found
+		if err := s.PutIdentityFacts(ctx, "acme", src, []store.IdentityFact{fact}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.IdentityFactsOf(ctx, "acme", []string{ref}, 10)
+	if err != nil || len(got) != 1 || got[0].Ref != ref || got[0].Source != src {
+		t.Fatalf("facts of %q: %+v, %v", ref, got, err)
+	}
+}

@@ -229,7 +229,7 @@ func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) erro
 	ends = slices.Compact(ends)
 	return g.write(ctx, "upsert edges", func(tx sqlitedb.Tx) error {
 		// Every endpoint must be a node: one read for all of them.
-		found, err := column(ctx, tx, `SELECT key FROM nodes WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(ends))
+		found, err := column(ctx, tx, `SELECT key FROM nodes WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, sqlitedb.JSONList(ends))
 		if err != nil {
 			return err
 		}
@@ -280,7 +280,7 @@ func (g *clientGraph) link(ctx context.Context, tx sqlitedb.Tx, table, column, k
 		return err
 	}
 	// WHERE true: without it SQLite would read ON CONFLICT as a join's ON.
-	_, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (client, `+column+`, chunk_id) SELECT ?, ?, value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, g.client, key, idsJSON(chunks))
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (client, `+column+`, chunk_id) SELECT ?, ?, value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, g.client, key, sqlitedb.JSONList(chunks))
 	return err
 }
 
@@ -291,7 +291,7 @@ type querier interface {
 const nodeColumns = `key, type, props, first_seen, last_seen`
 
 func (g *clientGraph) nodes(ctx context.Context, q querier, keys []string) ([]graph.Node, error) {
-	return g.nodesWhere(ctx, q, "", `key IN (SELECT value FROM json_each(?))`, idsJSON(keys))
+	return g.nodesWhere(ctx, q, "", `key IN (SELECT value FROM json_each(?))`, sqlitedb.JSONList(keys))
 }
 
 // nodesWhere loads the nodes matching where (with args); extra columns
@@ -320,7 +320,7 @@ func (g *clientGraph) nodesWhere(ctx context.Context, q querier, chunks, where s
 			n.Props = nil
 		}
 		if chunkIDs.Valid {
-			if n.RAGChunks, err = decodeIDs(chunkIDs.String); err != nil {
+			if n.RAGChunks, err = sqlitedb.DecodeJSONList(chunkIDs.String); err != nil {
 				return nil, fmt.Errorf("node %s chunks: %w", n.Key, err)
 			}
 		}
@@ -398,7 +398,7 @@ func (g *clientGraph) edges(ctx context.Context, q querier, from, where string, 
 		if len(e.Props) == 0 {
 			e.Props = nil
 		}
-		if e.EvidenceChunkIDs, err = decodeIDs(evidence); err != nil {
+		if e.EvidenceChunkIDs, err = sqlitedb.DecodeJSONList(evidence); err != nil {
 			return nil, fmt.Errorf("edge %s evidence: %w", key, err)
 		}
 		e.FirstSeen, e.LastSeen = sqlitedb.Time(first), sqlitedb.Time(last)
@@ -488,7 +488,7 @@ func (g *clientGraph) Neighbors(ctx context.Context, q graph.NeighborQuery) (gra
 	go func() {
 		defer close(edgesRead)
 		if len(edgeKeys) > 0 {
-			hood.Edges, edgesErr = g.edges(ctx, g.db.Reads(), "edges", `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
+			hood.Edges, edgesErr = g.edges(ctx, g.db.Reads(), "edges", `key IN (SELECT value FROM json_each(?))`, sqlitedb.JSONList(edgeKeys))
 		}
 	}()
 	ns, err := g.nodes(ctx, g.db.Reads(), keys)
@@ -520,7 +520,7 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 	parent := map[string]step{from: {}}
 	frontier := []string{from}
 	for depth := 0; depth < maxDepth && len(frontier) > 0 && from != to; depth++ {
-		set := idsJSON(frontier)
+		set := sqlitedb.JSONList(frontier)
 		rows, err := g.db.Query(ctx, `SELECT key, from_key, to_key FROM edges INDEXED BY edges_from WHERE client = ? AND from_key IN (SELECT value FROM json_each(?))
 			UNION ALL SELECT key, from_key, to_key FROM edges INDEXED BY edges_to WHERE client = ? AND to_key IN (SELECT value FROM json_each(?)) ORDER BY 1`, g.client, set, g.client, set)
 		if err != nil {
@@ -577,7 +577,7 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 	for _, k := range keys {
 		p.Nodes = append(p.Nodes, byKey[k])
 	}
-	es, err := g.edges(ctx, g.db.Reads(), "edges", `key IN (SELECT value FROM json_each(?))`, idsJSON(edgeKeys))
+	es, err := g.edges(ctx, g.db.Reads(), "edges", `key IN (SELECT value FROM json_each(?))`, sqlitedb.JSONList(edgeKeys))
 	if err != nil {
 		return p, err
 	}
@@ -609,7 +609,7 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 	if len(chunkIDs) == 0 {
 		return r, nil
 	}
-	ids := idsJSON(chunkIDs)
+	ids := sqlitedb.JSONList(chunkIDs)
 	var deadEdges [][3]string // type, from, to
 	var deadNodes []string
 	err := g.write(ctx, "remove evidence", func(tx sqlitedb.Tx) error {
@@ -633,7 +633,7 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 		}
 		// Edges left without evidence go, and their endpoints may be orphans.
 		rows, err := tx.QueryContext(ctx, `SELECT key, type, from_key, to_key FROM edges WHERE client = ? AND key IN (SELECT value FROM json_each(?))
-			AND NOT EXISTS (SELECT 1 FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key)`, g.client, idsJSON(edgeKeys))
+			AND NOT EXISTS (SELECT 1 FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key)`, g.client, sqlitedb.JSONList(edgeKeys))
 		if err != nil {
 			return err
 		}
@@ -650,13 +650,13 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 			candidates = append(candidates, from, to)
 		}
 		rows.Close()
-		if _, err := tx.ExecContext(ctx, `DELETE FROM edges WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, idsJSON(dead)); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM edges WHERE client = ? AND key IN (SELECT value FROM json_each(?))`, g.client, sqlitedb.JSONList(dead)); err != nil {
 			return err
 		}
 		r.EdgesDeleted, r.EdgesUpdated = len(dead), len(edgeKeys)-len(dead)
 		ends, err := column(ctx, tx, `SELECT DISTINCT value FROM json_each(?) j
 			WHERE NOT EXISTS (SELECT 1 FROM edges e INDEXED BY edges_from WHERE e.client = ? AND e.from_key = j.value)
-			AND NOT EXISTS (SELECT 1 FROM edges e INDEXED BY edges_to WHERE e.client = ? AND e.to_key = j.value)`, idsJSON(candidates), g.client, g.client)
+			AND NOT EXISTS (SELECT 1 FROM edges e INDEXED BY edges_to WHERE e.client = ? AND e.to_key = j.value)`, sqlitedb.JSONList(candidates), g.client, g.client)
 		if err != nil {
 			return err
 		}

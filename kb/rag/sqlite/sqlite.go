@@ -18,7 +18,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -224,12 +223,12 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 		}
 		added := 0
 		for i, c := range chunks {
-			refs, _ := json.Marshal(nonNil(c.GraphRefs))
+			refs := sqlitedb.JSONList(c.GraphRefs)
 			// A new chunk (a first ingest: nearly all of them) is inserted
 			// at once; one the client has is read and updated.
 			var seq int64
 			err := tx.QueryRowContext(ctx, `INSERT INTO chunks (client, id, text, title, graph_refs, source_urn, source_type, kind, node_key, ts, vector)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client, id) DO NOTHING RETURNING seq`, x.client, c.ID, c.Text, c.Title, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey,
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client, id) DO NOTHING RETURNING seq`, x.client, c.ID, c.Text, c.Title, refs, c.SourceURN, c.SourceType, c.Kind, c.NodeKey,
 				sqlitedb.Micros(c.Timestamp), encode(normalized[i])).Scan(&seq)
 			switch {
 			case err == nil:
@@ -246,7 +245,7 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 			}
 			seqs[i] = old
 			if _, err := tx.ExecContext(ctx, `UPDATE chunks SET text = ?, title = ?, graph_refs = ?, source_urn = ?, source_type = ?, kind = ?, node_key = ?, ts = ?, vector = ?
-				WHERE seq = ?`, c.Text, c.Title, string(refs), c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
+				WHERE seq = ?`, c.Text, c.Title, refs, c.SourceURN, c.SourceType, c.Kind, c.NodeKey, sqlitedb.Micros(c.Timestamp), encode(normalized[i]), old); err != nil {
 				return err
 			}
 			changed[i] = oldText != c.Text || oldTitle != c.Title
@@ -294,12 +293,6 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	return nil
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
 
 const chunkColumns = `id, text, title, graph_refs, source_urn, source_type, kind, node_key, ts`
 
@@ -315,7 +308,8 @@ func scanChunk(rows *sql.Rows, withVector bool) (rag.Chunk, error) {
 	if err := rows.Scan(dest...); err != nil {
 		return c, err
 	}
-	if err := json.Unmarshal([]byte(refs), &c.GraphRefs); err != nil {
+	var err error
+	if c.GraphRefs, err = sqlitedb.DecodeJSONList(refs); err != nil {
 		return c, fmt.Errorf("chunk %s graph refs: %w", c.ID, err)
 	}
 	c.Timestamp = sqlitedb.Time(ts)
@@ -333,8 +327,7 @@ func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	list, _ := json.Marshal(ids)
-	rows, err := x.s.db.Query(ctx, `SELECT `+chunkColumns+`, vector FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, string(list))
+	rows, err := x.s.db.Query(ctx, `SELECT `+chunkColumns+`, vector FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, sqlitedb.JSONList(ids))
 	if err != nil {
 		return nil, x.s.db.Explain("get chunks", err)
 	}
@@ -370,8 +363,7 @@ func (x *index) Texts(ctx context.Context, ids ...string) (map[string]string, er
 	if len(ids) == 0 {
 		return out, nil
 	}
-	list, _ := json.Marshal(ids)
-	rows, err := x.s.db.Query(ctx, `SELECT id, text FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, string(list))
+	rows, err := x.s.db.Query(ctx, `SELECT id, text FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, sqlitedb.JSONList(ids))
 	if err != nil {
 		return nil, x.s.db.Explain("chunk texts", err)
 	}
@@ -434,8 +426,7 @@ func (x *index) SourceTexts(ctx context.Context, sourceURN string) ([]rag.Chunk,
 
 // Delete implements rag.Index.
 func (x *index) Delete(ctx context.Context, ids ...string) (int, error) {
-	list, _ := json.Marshal(nonNil(ids))
-	return x.deleteWhere(ctx, `id IN (SELECT value FROM json_each(?))`, string(list))
+	return x.deleteWhere(ctx, `id IN (SELECT value FROM json_each(?))`, sqlitedb.JSONList(ids))
 }
 
 // DeleteBySource implements rag.Index.

@@ -111,3 +111,30 @@ func TestNoTextRanksTheSame(t *testing.T) {
 		}
 	}
 }
+
+// A chunk ID or graph ref that is not valid UTF-8 is kept byte for byte:
+// the chunk is found by its ID, its refs read back as written (from the
+// table and from the index a search loads), and it is deleted by its ID.
+func TestIDsThatAreNotUTF8(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	x := open(t, filepath.Join(t.TempDir(), sqlite.FileName)).For("acme")
+	id, refs := "chunk\xff1", []string{"person:\xfeo\xc3", "doc:<a&b>"}
+	if err := x.Upsert(ctx, rag.Chunk{ID: id, Text: "the gateway backup", SourceURN: "urn:\xff", GraphRefs: refs, Vector: []float32{1, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := x.Get(ctx, id)
+	if err != nil || len(got) != 1 || got[0].ID != id || got[0].SourceURN != "urn:\xff" || !slices.Equal(got[0].GraphRefs, refs) {
+		t.Fatalf("get %q: %+v, %v", id, got, err)
+	}
+	hits, err := x.BM25(ctx, rag.Query{Text: "gateway", Limit: 5})
+	if err != nil || len(hits) != 1 || hits[0].Chunk.ID != id || !slices.Equal(hits[0].Chunk.GraphRefs, refs) {
+		t.Fatalf("search: %+v, %v", hits, err)
+	}
+	if n, err := x.Delete(ctx, id); err != nil || n != 1 {
+		t.Fatalf("delete %q: %d, %v", id, n, err)
+	}
+	if n, err := x.Count(ctx); err != nil || n != 0 {
+		t.Fatalf("left: %d, %v", n, err)
+	}
+}

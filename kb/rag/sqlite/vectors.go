@@ -511,8 +511,9 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 		if err := rows.Scan(&l.seq, &l.c.ID, &refs, &l.c.SourceURN, &l.c.SourceType, &l.c.Kind, &l.c.NodeKey, &ts, &blob, &l.title, &l.text); err != nil {
 			return err
 		}
-		if err := json.Unmarshal([]byte(refs), &l.c.GraphRefs); err != nil {
-			return err
+		var err error
+		if l.c.GraphRefs, err = sqlitedb.DecodeJSONList(refs); err != nil {
+			return fmt.Errorf("chunk %s graph refs: %w", l.c.ID, err)
 		}
 		l.c.Timestamp = sqlitedb.Time(ts)
 		l.vec = decode(blob)

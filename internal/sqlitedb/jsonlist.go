@@ -1,4 +1,4 @@
-package sqlite
+package sqlitedb
 
 import (
 	"errors"
@@ -7,17 +7,18 @@ import (
 	"unicode/utf8"
 )
 
-// Key and chunk ID lists travel to and from SQLite as JSON arrays of
+// Lists of keys and IDs travel to and from SQLite as JSON arrays of
 // strings (json_each, json_group_array). SQLite's JSON functions keep a
 // string's bytes as they are, valid UTF-8 or not; Go's encoding/json does
 // not (an invalid byte becomes U+FFFD both ways), so an ID that is not
 // valid UTF-8 was neither found by its lookups nor read back as written.
-// These two keep every byte, and skip encoding/json's reflection.
+// JSONList and DecodeJSONList keep every byte, and skip encoding/json's
+// reflection.
 
-// idsJSON encodes ids as a JSON array of strings for json_each: quote,
+// JSONList encodes ids as a JSON array of strings for json_each: quote,
 // backslash and control characters escaped, every other byte as it is;
 // nil is the empty array.
-func idsJSON(ids []string) string {
+func JSONList(ids []string) string {
 	n := 2
 	for _, id := range ids {
 		n += len(id) + 3
@@ -45,16 +46,16 @@ func idsJSON(ids []string) string {
 	return string(append(b, ']'))
 }
 
-var errIDList = errors.New("not a JSON array of strings")
+var errJSONList = errors.New("not a JSON array of strings")
 
-// decodeIDs decodes a JSON array of strings as SQLite's json_group_array
+// DecodeJSONList decodes a JSON array of strings as SQLite's json_group_array
 // writes it, keeping the bytes of its strings that are not escapes as
 // they are (valid UTF-8 or not). Escapes are JSON's; a \u escape of a
 // lone surrogate becomes U+FFFD, as encoding/json decodes it.
-func decodeIDs(s string) ([]string, error) {
+func DecodeJSONList(s string) ([]string, error) {
 	i := skipSpace(s, 0)
 	if i >= len(s) || s[i] != '[' {
-		return nil, errIDList
+		return nil, errJSONList
 	}
 	out := []string{}
 	i = skipSpace(s, i+1)
@@ -63,7 +64,7 @@ func decodeIDs(s string) ([]string, error) {
 	}
 	for {
 		if i >= len(s) || s[i] != '"' {
-			return nil, errIDList
+			return nil, errJSONList
 		}
 		id, next, err := decodeString(s, i+1)
 		if err != nil {
@@ -72,18 +73,18 @@ func decodeIDs(s string) ([]string, error) {
 		out = append(out, id)
 		i = skipSpace(s, next)
 		if i >= len(s) {
-			return nil, errIDList
+			return nil, errJSONList
 		}
 		switch s[i] {
 		case ']':
 			if skipSpace(s, i+1) != len(s) {
-				return nil, errIDList
+				return nil, errJSONList
 			}
 			return out, nil
 		case ',':
 			i = skipSpace(s, i+1)
 		default:
-			return nil, errIDList
+			return nil, errJSONList
 		}
 	}
 }
@@ -117,7 +118,7 @@ func decodeString(s string, i int) (string, int, error) {
 			continue
 		}
 		if i+1 >= len(s) {
-			return "", 0, errIDList
+			return "", 0, errJSONList
 		}
 		switch e := s[i+1]; e {
 		case '"', '\\', '/':
@@ -135,7 +136,7 @@ func decodeString(s string, i int) (string, int, error) {
 		case 'u':
 			r, ok := hex4(s, i+2)
 			if !ok {
-				return "", 0, errIDList
+				return "", 0, errJSONList
 			}
 			i += 6
 			if utf16.IsSurrogate(r) {
@@ -151,10 +152,10 @@ func decodeString(s string, i int) (string, int, error) {
 			}
 			b = utf8.AppendRune(b, r)
 		default:
-			return "", 0, errIDList
+			return "", 0, errJSONList
 		}
 	}
-	return "", 0, errIDList
+	return "", 0, errJSONList
 }
 
 // hex4 reads the four hex digits at s[i:].

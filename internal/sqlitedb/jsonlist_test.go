@@ -1,4 +1,4 @@
-package sqlite
+package sqlitedb
 
 import (
 	"encoding/json"
@@ -8,13 +8,13 @@ import (
 
 // The ID lists keep every byte both ways, and read what encoding/json
 // writes (escapes included) as encoding/json reads it.
-func TestIDListsKeepTheirBytes(t *testing.T) {
+func TestJSONListsKeepTheirBytes(t *testing.T) {
 	ids := []string{"", "c1", `q"uo\te`, "tab\there\nnl\x00nul\x1f", "ç é ü", "\u2028\u2029<>&", "😀", "bad\xff", "\xed\xa0\x80x", "ab\xc3"}
-	got, err := decodeIDs(idsJSON(ids))
+	got, err := DecodeJSONList(JSONList(ids))
 	if err != nil || !slices.Equal(got, ids) {
 		t.Fatalf("round trip: %q, %v; want %q", got, err, ids)
 	}
-	if got, err := decodeIDs(idsJSON(nil)); err != nil || got == nil || len(got) != 0 {
+	if got, err := DecodeJSONList(JSONList(nil)); err != nil || got == nil || len(got) != 0 {
 		t.Errorf("empty: %q, %v", got, err)
 	}
 	valid := ids[:7]
@@ -24,12 +24,12 @@ func TestIDListsKeepTheirBytes(t *testing.T) {
 		if err := json.Unmarshal([]byte(in), &want); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := decodeIDs(in); err != nil || !slices.Equal(got, want) {
+		if got, err := DecodeJSONList(in); err != nil || !slices.Equal(got, want) {
 			t.Errorf("decode %s: %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "[", `["a"`, `["a",]`, `["a" "b"]`, `[1]`, `["\x"]`, `["\u12"]`, `{}`, `["a"]x`, `["a`} {
-		if got, err := decodeIDs(bad); err == nil {
+		if got, err := DecodeJSONList(bad); err == nil {
 			t.Errorf("decode %q: %q, want an error", bad, got)
 		}
 	}
