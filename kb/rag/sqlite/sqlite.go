@@ -293,7 +293,6 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 	return nil
 }
 
-
 const chunkColumns = `id, text, title, graph_refs, source_urn, source_type, kind, node_key, ts`
 
 func scanChunk(rows *sql.Rows, withVector bool) (rag.Chunk, error) {
