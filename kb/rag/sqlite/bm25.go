@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"maps"
 	"math"
 	"math/bits"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/kb/rag"
 )
 
@@ -276,8 +276,7 @@ func (c *tokenConn) tokenize(ctx context.Context, words []string) ([][]string, e
 	if _, err := c.clear.ExecContext(ctx); err != nil {
 		return nil, err
 	}
-	list, _ := json.Marshal(words)
-	if _, err := c.insert.ExecContext(ctx, string(list)); err != nil {
+	if _, err := c.insert.ExecContext(ctx, sqlitedb.JSONList(words)); err != nil {
 		return nil, err
 	}
 	rows, err := c.vocab.QueryContext(ctx)

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"cmp"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -816,5 +817,54 @@ func TestWordFTS5SplitsIsSearchedAsItsTokens(t *testing.T) {
 	}
 	if hits, err := x.BM25(ctx, rag.Query{Text: "\u19b0\u19b1"}); err != nil || len(hits) != 0 {
 		t.Fatalf("a word of no tokens: %v %+v", err, hits)
+	}
+}
+
+// Words that are not valid UTF-8 reach FTS5 as they are: tokenize gives
+// the tokens FTS5 makes of the same bytes written straight into a row.
+func TestTokenizeKeepsTheBytes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	var tk tokenizer
+	defer tk.close()
+	words := []string{"caf\xe9", "lait\xffrunning", "ab\xc3cd", "plain"}
+	got, err := tk.tokenize(ctx, words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, stmt := range []string{`CREATE VIRTUAL TABLE q USING fts5(w, tokenize='` + tokenizerSpec + `')`, `CREATE VIRTUAL TABLE qi USING fts5vocab(q, 'instance')`} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, w := range words {
+		if _, err := db.ExecContext(ctx, `INSERT INTO q (rowid, w) VALUES (?, ?)`, i, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := db.QueryContext(ctx, `SELECT doc, term FROM qi ORDER BY doc, offset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	want := make([][]string, len(words))
+	for rows.Next() {
+		var doc int
+		var term string
+		if err := rows.Scan(&doc, &term); err != nil {
+			t.Fatal(err)
+		}
+		want[doc] = append(want[doc], term)
+	}
+	for i := range words {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("%q: tokenize %q, FTS5 %q", words[i], got[i], want[i])
+		}
 	}
 }
