@@ -3,6 +3,7 @@ package sqlitedb
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -35,8 +36,7 @@ func JSONList(ids []string) string {
 			case c == '"' || c == '\\':
 				b = append(b, '\\', c)
 			case c < 0x20:
-				b = append(b, `\u00`...)
-				b = append(b, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			default:
 				b = append(b, c)
 			}
@@ -45,6 +45,8 @@ func JSONList(ids []string) string {
 	}
 	return string(append(b, ']'))
 }
+
+const hexDigits = "0123456789abcdef"
 
 var errJSONList = errors.New("not a JSON array of strings")
 
@@ -140,14 +142,13 @@ func decodeString(s string, i int) (string, int, error) {
 			}
 			i += 6
 			if utf16.IsSurrogate(r) {
-				if r2, ok := hex4(s, i+2); ok && i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-						r, i = dec, i+6
-					} else {
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
+				// A pair is two escapes; a surrogate alone is U+FFFD.
+				low, ok := rune(0), strings.HasPrefix(s[i:], `\u`)
+				if ok {
+					low, ok = hex4(s, i+2)
+				}
+				if r = utf16.DecodeRune(r, low); ok && r != utf8.RuneError {
+					i += 6
 				}
 			}
 			b = utf8.AppendRune(b, r)

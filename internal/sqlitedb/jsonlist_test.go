@@ -19,7 +19,7 @@ func TestJSONListsKeepTheirBytes(t *testing.T) {
 	}
 	valid := ids[:7]
 	std, _ := json.Marshal(valid) // escapes <, >, &, U+2028 and U+2029 as \u
-	for _, in := range []string{string(std), ` [ "a" , "b\/c", "\ud83d\ude00", "\ud83d", "\u00e9" ] `} {
+	for _, in := range []string{string(std), ` [ "a" , "b\/c", "\ud83d\ude00", "\ud83d", "\u00e9", "\ud83d\u00e9", "\ude00x" ] `} {
 		var want []string
 		if err := json.Unmarshal([]byte(in), &want); err != nil {
 			t.Fatal(err)
