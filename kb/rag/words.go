@@ -2,7 +2,12 @@ package rag
 
 import (
 	"strings"
+	"sync"
 	"unicode"
+	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
+	"golang.org/x/text/unicode/norm"
 )
 
 // MaxQueryTerms is how many words of a keyword query are searched for
@@ -45,4 +50,59 @@ func QueryWords(text string, limit int) []string {
 		out = append(out, w)
 	}
 	return out
+}
+
+// Stem is a word's (rag.Words: lower-case) English Snowball stem, its
+// accents dropped first ("crêpes" → "crep"), as FTS5's remove_diacritics
+// drops them in the embedded store: what Weaviate's stemmed properties
+// hold, and what search's title agreement compares. A word's stem never
+// changes, so up to stemCacheSize of them are remembered (then the memory
+// starts afresh): a search stems the titles of a hundred items.
+func Stem(word string) string {
+	stems.Lock()
+	s, ok := stems.known[word]
+	stems.Unlock()
+	if ok {
+		return s
+	}
+	s = english.Stem(foldAccents(word), true)
+	if len(word) > stemCacheWordBytes {
+		return s // a hash, a base64 run: seldom seen twice
+	}
+	stems.Lock()
+	defer stems.Unlock()
+	if stems.known == nil || len(stems.known) >= stemCacheSize {
+		stems.known = make(map[string]string)
+	}
+	// Copies: word may be a slice of a whole text.
+	stems.known[strings.Clone(word)] = strings.Clone(s)
+	return s
+}
+
+// stemCacheSize is how many words' stems are remembered (a few MiB), and
+// stemCacheWordBytes the longest word remembered.
+const (
+	stemCacheSize      = 100_000
+	stemCacheWordBytes = 64
+)
+
+var stems struct {
+	sync.Mutex
+	known map[string]string
+}
+
+// foldAccents drops combining marks ("crêpes" → "crepes").
+func foldAccents(w string) string {
+	for i := 0; i < len(w); i++ {
+		if w[i] >= utf8.RuneSelf {
+			folded := strings.Map(func(r rune) rune {
+				if unicode.Is(unicode.Mn, r) {
+					return -1
+				}
+				return r
+			}, norm.NFD.String(w))
+			return norm.NFC.String(folded)
+		}
+	}
+	return w
 }

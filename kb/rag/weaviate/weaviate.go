@@ -34,16 +34,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/go-openapi/strfmt"
 	"github.com/google/uuid"
-	"github.com/kljensen/snowball/english"
 	"github.com/weaviate/weaviate-go-client/v4/weaviate"
 	"github.com/weaviate/weaviate-go-client/v4/weaviate/filters"
 	"github.com/weaviate/weaviate/entities/models"
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/jervis-dev/jervis/kb/rag"
 )
@@ -166,32 +162,14 @@ var textProps = []struct {
 // title, weighing twice those of the text, as in the embedded backend.
 const searchProps = `["stemmedTitle^2", "stemmed"]`
 
-// Stems is text's words (rag.Words) without their accents, as English
-// Snowball stems, separated by spaces: what the stemmed properties hold
-// and BM25 is asked.
+// Stems is text's words (rag.Words) as rag.Stem stems them, separated by
+// spaces: what the stemmed properties hold and BM25 is asked.
 func Stems(text string) string {
 	words := rag.Words(text)
 	for i, w := range words {
-		words[i] = english.Stem(foldAccents(w), true)
+		words[i] = rag.Stem(w)
 	}
 	return strings.Join(words, " ")
-}
-
-// foldAccents drops combining marks ("crêpes" → "crepes"), as FTS5's
-// remove_diacritics does in the embedded store.
-func foldAccents(w string) string {
-	for i := 0; i < len(w); i++ {
-		if w[i] >= utf8.RuneSelf {
-			folded := strings.Map(func(r rune) rune {
-				if unicode.Is(unicode.Mn, r) {
-					return -1
-				}
-				return r
-			}, norm.NFD.String(w))
-			return norm.NFC.String(folded)
-		}
-	}
-	return w
 }
 
 // ensure creates the class and the client's tenant when missing.
