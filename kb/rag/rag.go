@@ -78,7 +78,8 @@ type Query struct {
 	Filter Filter
 	// NoText lets a backend leave hits without their texts (the caller
 	// reads those it keeps with Texts): ranking items from a large pool of
-	// passages needs the texts of a few.
+	// passages needs the texts of a few. Their titles stay: search ranks
+	// every item of the pool by its title too (kb's title agreement).
 	NoText bool
 }
 

@@ -261,6 +261,21 @@ func testTitle(t *testing.T, s rag.Store) {
 	if hits, _ := x.BM25(ctx, rag.Query{Text: "gradle"}); !slices.Equal(ids(hits), []string{"title-only"}) {
 		t.Fatalf("BM25(gradle) = %v", ids(hits))
 	}
+	// Hits without their texts keep their titles, searched by words or
+	// by vector; a title changed by a later write is the new one.
+	check(t, x.Upsert(ctx, mk("in-text", "Release checklist (2.1)", "The keystore password rotation is due next week.")))
+	for _, search := range []func(context.Context, rag.Query) ([]rag.Hit, error){x.BM25, x.Hybrid} {
+		q := rag.Query{Text: "keystore", Vector: []float32{1, 0, 0, 0}, Alpha: 0.5, NoText: true}
+		hits, err := search(ctx, q)
+		check(t, err)
+		titles := map[string]string{}
+		for _, h := range hits {
+			titles[h.Chunk.ID] = h.Chunk.Title
+		}
+		if titles["in-title"] != "Keystore password rotation" || titles["in-text"] != "Release checklist (2.1)" {
+			t.Fatalf("search without texts: titles %v", titles)
+		}
+	}
 	got, err := x.Get(ctx, "title-only")
 	check(t, err)
 	if len(got) != 1 || got[0].Title != "Gradle daemon crash" {

@@ -119,12 +119,15 @@ func (m *shared[T]) live() int { return len(m.list) - len(m.free) }
 
 var metaSeed = maphash.MakeSeed()
 
-// docMeta is what a document's chunks share: its strings by their
-// numbers in the index's strs, its time in microseconds (as the chunks
-// table holds it). It holds no pointer, nor does the table of them.
+// docMeta is what a document's chunks share: its strings (source, kind,
+// node, the item's title) by their numbers in the index's strs, its time
+// in microseconds (as the chunks table holds it). It holds no pointer,
+// nor does the table of them. The title is here for searches that leave
+// texts unread (rag.Query.NoText): each item of their pool is ranked by
+// its title too.
 type docMeta struct {
-	sourceURN, sourceType, kind, nodeKey uint32
-	ts                                   int64
+	sourceURN, sourceType, kind, nodeKey, title uint32
+	ts                                          int64
 }
 
 // refSet is a set of graph refs: n string numbers at off in the index's
@@ -166,7 +169,7 @@ func (v *vectors) addMeta(c rag.Chunk) (doc, refs int32) {
 	if v.refSets.hash == nil {
 		v.resetMeta()
 	}
-	doc = v.docMetas.add(docMeta{v.num(c.SourceURN), v.num(c.SourceType), v.num(c.Kind), v.num(c.NodeKey), sqlitedb.Micros(c.Timestamp)})
+	doc = v.docMetas.add(docMeta{v.num(c.SourceURN), v.num(c.SourceType), v.num(c.Kind), v.num(c.NodeKey), v.num(c.Title), sqlitedb.Micros(c.Timestamp)})
 	off := len(v.refPool)
 	for _, r := range c.GraphRefs {
 		v.refPool = append(v.refPool, v.num(r))
@@ -221,7 +224,7 @@ func (v *vectors) compactRefs() {
 // arrays cost a cache miss more per hit).
 type rowMeta struct{ doc, refs int32 }
 
-// meta returns row i's metadata (a chunk without Text, Title and Vector).
+// meta returns row i's metadata (a chunk without Text and Vector).
 func (v *vectors) meta(i int) rag.Chunk {
 	c := v.chunkAt(i, v.ids.id(i))
 	c.GraphRefs = v.refsOf(i, make([]string, 0, v.refCount(i)))
@@ -233,8 +236,8 @@ func (v *vectors) meta(i int) rag.Chunk {
 func (v *vectors) chunkAt(i int, id string) rag.Chunk {
 	d := &v.docMetas.list[v.metaOf[i].doc]
 	t := &v.strs
-	return rag.Chunk{ID: id, SourceURN: t.Str(d.sourceURN), SourceType: t.Str(d.sourceType), Kind: t.Str(d.kind), NodeKey: t.Str(d.nodeKey),
-		Timestamp: sqlitedb.Time(d.ts)}
+	return rag.Chunk{ID: id, Title: t.Str(d.title), SourceURN: t.Str(d.sourceURN), SourceType: t.Str(d.sourceType), Kind: t.Str(d.kind),
+		NodeKey: t.Str(d.nodeKey), Timestamp: sqlitedb.Time(d.ts)}
 }
 
 // refCount is how many graph refs row i has.
@@ -515,7 +518,7 @@ func (x *index) load(ctx context.Context, v *vectors) error {
 		if l.c.GraphRefs, err = sqlitedb.DecodeJSONList(refs); err != nil {
 			return fmt.Errorf("chunk %s graph refs: %w", l.c.ID, err)
 		}
-		l.c.Timestamp = sqlitedb.Time(ts)
+		l.c.Timestamp, l.c.Title = sqlitedb.Time(ts), l.title
 		l.vec = decode(blob)
 		// Written before Upsert checked dimensions, a client's chunks may
 		// hold vectors of two embedders: no index scans them as one.
