@@ -33,6 +33,9 @@ type SearchRequest struct {
 	// words when it holds the query (kb's feedback); false: by the query
 	// alone.
 	Feedback *bool `json:"feedback,omitempty"`
+	// Titles (default true) also ranks items by how much of the query
+	// their titles hold (kb's title agreement); false: not.
+	Titles *bool `json:"titles,omitempty"`
 }
 
 // SearchFilters narrow the passages a search may return.
@@ -64,12 +67,11 @@ func (s *Server) search(r *http.Request, p Principal) (any, error) {
 			}
 			req.Alpha = &a
 		}
-		if v := q.Get("feedback"); v != "" {
-			f, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, invalid("feedback", "must be true or false")
-			}
-			req.Feedback = &f
+		if req.Feedback, err = boolParam(q, "feedback"); err != nil {
+			return nil, err
+		}
+		if req.Titles, err = boolParam(q, "titles"); err != nil {
+			return nil, err
 		}
 		if q.Has("expand") {
 			e, err := intParam(q, "expand", 0)
@@ -99,7 +101,7 @@ func (s *Server) search(r *http.Request, p Principal) (any, error) {
 		return nil, invalid("expand", "must be 0.."+strconv.Itoa(kb.MaxExpand))
 	}
 	sr := kb.SearchRequest{Client: p.Client, Query: req.Query, Alpha: req.Alpha, Fusion: rag.Fusion(req.Fusion), Limit: req.Limit, Expand: req.Expand, Group: req.Group,
-		NoFeedback: req.Feedback != nil && !*req.Feedback}
+		NoFeedback: req.Feedback != nil && !*req.Feedback, NoTitles: req.Titles != nil && !*req.Titles}
 	if f := req.Filters; f != nil {
 		sr.Filter = rag.Filter{SourceTypes: f.SourceTypes, Kinds: f.Kinds}
 	}
@@ -380,4 +382,17 @@ func intParam(q url.Values, name string, def int) (int, error) {
 		return 0, invalid(name, "must be an integer")
 	}
 	return n, nil
+}
+
+// boolParam is query parameter name as a bool (nil when absent).
+func boolParam(q url.Values, name string) (*bool, error) {
+	v := q.Get(name)
+	if v == "" {
+		return nil, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, invalid(name, "must be true or false")
+	}
+	return &b, nil
 }

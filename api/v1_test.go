@@ -47,6 +47,19 @@ func TestClientRoutesAnswerWithTheKeysClientData(t *testing.T) {
 			t.Fatalf("%s: feedback %q", path, fq)
 		}
 	}
+	// Title agreement ranks the items too, a stage of its own; titles=false
+	// (or a body's "titles": false) leaves it out.
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/api/v1/search?query=espresso+descaling", ""}, {"GET", "/api/v1/search?query=espresso+descaling&titles=false", ""},
+		{"POST", "/api/v1/search", `{"query":"espresso descaling"}`}, {"POST", "/api/v1/search", `{"query":"espresso descaling","titles":false}`},
+	} {
+		_, pack := call(t, r.method, f.url+r.path, f.acme.key, r.body)
+		timings, _ := pack["timingsMs"].(map[string]any)
+		off := strings.Contains(r.path+r.body, "false")
+		if _, ran := timings["titles"]; ran == off || timings["total"] == nil {
+			t.Fatalf("%s %s%s: timings %v", r.method, r.path, r.body, timings)
+		}
+	}
 	_, edge := call(t, "GET", f.url+"/api/v1/edges/"+url.PathEscape(f.acme.edge), f.acme.key, "")
 	if ev, _ := edge["evidence"].([]any); len(ev) == 0 || edge["key"] != f.acme.edge {
 		t.Fatalf("edge without its evidence text: %v", edge)
@@ -174,6 +187,8 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 		{"GET", "/api/v1/search?query=x&group=document", "", "group"},
 		{"GET", "/api/v1/search?query=x&feedback=maybe", "", "feedback"},
 		{"POST", "/api/v1/search", `{"query":"x","feedback":"no"}`, "feedback"},
+		{"GET", "/api/v1/search?query=x&titles=maybe", "", "titles"},
+		{"POST", "/api/v1/search", `{"query":"x","titles":"no"}`, "titles"},
 		{"GET", "/api/v1/nodes/" + url.PathEscape(f.acme.node) + "/neighbors?depth=many", "", "depth"},
 		{"GET", "/api/v1/paths?to=person:ann", "", "from"},
 		{"GET", "/api/v1/paths?from=person:ann&to=person:bob&maxDepth=50", "", "maxDepth"},

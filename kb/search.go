@@ -61,6 +61,9 @@ type SearchRequest struct {
 	// NoFeedback ranks items by the query alone, without the feedback of
 	// the best item's words (see feedback.go).
 	NoFeedback bool
+	// NoTitles leaves the items in the order the query (and feedback) rank
+	// them, without title agreement (see titles.go).
+	NoTitles bool
 }
 
 // Item kinds in an evidence pack.
@@ -199,6 +202,10 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 				return pack, err
 			}
 			t = lap("feedback", t)
+		}
+		if !req.NoTitles && alpha < 1 { // lexical: not for vectors alone
+			items = titleAgreement(req.Query, items, k.weigh)
+			t = lap("titles", t)
 		}
 		pack.Items = items[:min(limit, len(items))]
 		fillTexts = k.passageTexts(ctx, req.Client, pack.Items)

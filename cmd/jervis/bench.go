@@ -567,7 +567,7 @@ func latencyOf(ds []time.Duration, wall time.Duration) Latency {
 // stagesLine lists the stages' p50 / p99 in a search's order.
 func (l Latency) stagesLine() string {
 	var parts []string
-	for _, name := range []string{"embed", "retrieve", "feedback", "expand", "evidence"} {
+	for _, name := range []string{"embed", "retrieve", "feedback", "titles", "expand", "evidence"} {
 		if s, ok := l.Stages[name]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.1f / %.1f", name, s.P50, s.P99))
 		}

@@ -106,6 +106,7 @@ func (a *app) searchCommand() *cobra.Command {
 		fusion   string
 		asJSON   bool
 		feedback bool
+		titles   bool
 	)
 	cmd := &cobra.Command{
 		Use:   `search --client C [flags] "query"`,
@@ -113,7 +114,7 @@ func (a *app) searchCommand() *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Query = strings.Join(args, " ")
-			req.Alpha, req.Expand, req.Fusion, req.NoFeedback = &alpha, &expand, rag.Fusion(fusion), !feedback
+			req.Alpha, req.Expand, req.Fusion, req.NoFeedback, req.NoTitles = &alpha, &expand, rag.Fusion(fusion), !feedback, !titles
 			srv, err := a.remote()
 			if err != nil {
 				return err
@@ -121,7 +122,7 @@ func (a *app) searchCommand() *cobra.Command {
 			if srv != nil { // the key decides the client
 				var pack kb.EvidencePack
 				if err := srv.do(cmd.Context(), "POST", "/api/v1/search", map[string]any{"query": req.Query, "alpha": alpha,
-					"fusion": fusion, "expand": expand, "limit": req.Limit, "group": req.Group, "feedback": feedback}, &pack); err != nil {
+					"fusion": fusion, "expand": expand, "limit": req.Limit, "group": req.Group, "feedback": feedback, "titles": titles}, &pack); err != nil {
 					return err
 				}
 				return a.printSearch(pack, cmp.Or(req.Client, "the key's client"), asJSON)
@@ -149,6 +150,7 @@ func (a *app) searchCommand() *cobra.Command {
 	f.IntVar(&req.Limit, "limit", 10, "items (passages with --group passage)")
 	f.StringVar(&req.Group, "group", kb.GroupItem, "what to rank: item (source items, each with its best passages) or passage")
 	f.BoolVar(&feedback, "feedback", true, "also rank items by the best item's own words when it holds the query")
+	f.BoolVar(&titles, "titles", true, "also rank items by how much of the query their titles hold")
 	f.BoolVar(&asJSON, "json", false, "print the evidence pack as JSON")
 	return cmd
 }

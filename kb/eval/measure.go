@@ -148,7 +148,9 @@ var searchParts = []struct {
 	name string
 	set  func(*kb.SearchRequest)
 }{
+	{"without title agreement", func(r *kb.SearchRequest) { r.NoTitles = true }},
 	{"without feedback", func(r *kb.SearchRequest) { r.NoFeedback = true }},
+	{"without feedback or title agreement", func(r *kb.SearchRequest) { r.NoFeedback, r.NoTitles = true, true }},
 	{"keywords only (alpha 0), without feedback", func(r *kb.SearchRequest) { r.Alpha, r.NoFeedback = ptr(0.0), true }},
 	{"vectors only (alpha 1), without feedback", func(r *kb.SearchRequest) { r.Alpha, r.NoFeedback = ptr(1.0), true }},
 	{"keywords only (alpha 0), with feedback", func(r *kb.SearchRequest) { r.Alpha = ptr(0.0) }},
