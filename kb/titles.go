@@ -41,16 +41,16 @@ const (
 
 // titleAgreement ranks items again by how much of the query their titles
 // hold (titleScores) and fuses that ranking with theirs (see TitleWeight),
-// scoring each item by the fused score. Items and their order are left as
-// they are when the query has no telling word or there are too few items
-// to reorder.
+// scoring each item by the fused score. Items, their order and scores are
+// left as they are when the query has no telling word, no title holds
+// one, or there are too few items to reorder.
 func titleAgreement(query string, items []Item, weigh func(string) float64) []Item {
 	if len(items) <= titleKeep+1 {
 		return items
 	}
 	agree := titleScores(query, items, weigh)
-	if agree == nil {
-		return items
+	if slices.Max(append(agree, 0)) == 0 {
+		return items // no title holds a word of the query
 	}
 	byTitle := make([]int, len(items)) // item numbers, best title first
 	for i := range byTitle {

@@ -84,8 +84,8 @@ func TestTitleAgreementFusesTheRankings(t *testing.T) {
 	}
 }
 
-// Nothing to agree with, or too few items to reorder: the items as they
-// came, with their scores.
+// Nothing to agree with (no telling word in the query, none in a title),
+// or too few items to reorder: the items as they came, with their scores.
 func TestTitleAgreementLeavesWhatItCannotRank(t *testing.T) {
 	for _, c := range []struct {
 		query string
@@ -93,6 +93,7 @@ func TestTitleAgreementLeavesWhatItCannotRank(t *testing.T) {
 	}{
 		{"the of and", titled("a", "b", "c", "the of and", "d")},
 		{"login token", titled("a", "b", "login token")},
+		{"login token", titled("a", "b", "c", "d", "")},
 		{"login token", nil},
 	} {
 		got := titleAgreement(c.query, slices.Clone(c.items), nil)

@@ -53,7 +53,7 @@ func QueryWords(text string, limit int) []string {
 }
 
 // Stem is a word's (rag.Words: lower-case) English Snowball stem, its
-// accents dropped first ("crêpes" → "crep"), as FTS5's remove_diacritics
+// accents dropped first ("crêpes" → "crepe"), as FTS5's remove_diacritics
 // drops them in the embedded store: what Weaviate's stemmed properties
 // hold, and what search's title agreement compares. A word's stem never
 // changes, so up to stemCacheSize of them are remembered (then the memory
