@@ -18,12 +18,21 @@ import (
 const docColumns = `id, client, source_type, connection, external_id, version, content_hash, raw, normalized,
 	observed_at, state, lease_owner, lease_until, attempts, max_attempts, run_after, error, updated_at, priority`
 
-const (
-	sqlClaimDocuments      = `SELECT ` + docColumns + ` FROM documents WHERE state = ? AND run_after <= ? AND priority >= ? ORDER BY priority DESC, run_after, observed_at LIMIT ?`
+// docsFrom joins a document's state row to its content (raw and
+// normalized), which migration 10 keeps apart in document_bodies: a
+// claim, a transition or a lease rewrites the whole row it changes, and
+// with the content in it (16 KB a Jira issue, four overflow pages) that was
+// most of the store's writes. CROSS JOIN keeps documents the outer loop, so
+// a query reads documents' own index first.
+const docsFrom = ` FROM documents CROSS JOIN document_bodies USING (id)`
+
+var (
+	sqlClaimDocuments      = `SELECT ` + docColumns + docsFrom + ` WHERE state = ? AND run_after <= ? AND priority >= ? ORDER BY priority DESC, run_after, observed_at LIMIT ?`
 	sqlClaimDocumentUpdate = `UPDATE documents SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
-	sqlDocumentByID        = `SELECT ` + docColumns + ` FROM documents WHERE id = ?`
+	sqlDocumentByID        = `SELECT ` + docColumns + docsFrom + ` WHERE id = ?`
 	sqlNextVersion         = `SELECT COALESCE(MAX(version), 0) + 1 FROM documents WHERE client = ? AND source_type = ? AND external_id = ?`
-	sqlInsertDocument      = `INSERT INTO documents (` + docColumns + `, degraded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertDocument      = `INSERT INTO documents (` + strings.Replace(docColumns, "raw, normalized,", "", 1) + `, degraded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertBody          = `INSERT INTO document_bodies (id, raw, normalized) VALUES (?, ?, ?)`
 	sqlTransitionDocument  = `UPDATE documents SET state = ?, lease_owner = '', lease_until = 0, run_after = ?, attempts = ?, error = ?, updated_at = ?, priority = ? WHERE id = ?`
 )
 
@@ -107,9 +116,12 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, sqlInsertDocument,
-			doc.ID, doc.Client, doc.SourceType, doc.Connection, doc.ExternalID, doc.Version, doc.ContentHash, doc.Raw,
-			string(normalized), sqlitedb.Micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, sqlitedb.Micros(now), doc.Priority,
+			doc.ID, doc.Client, doc.SourceType, doc.Connection, doc.ExternalID, doc.Version, doc.ContentHash,
+			sqlitedb.Micros(doc.ObservedAt), doc.State, "", 0, 0, doc.MaxAttempts, 0, nil, sqlitedb.Micros(now), doc.Priority,
 			len(doc.Normalized.Warnings) > 0); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, sqlInsertBody, doc.ID, doc.Raw, string(normalized)); err != nil {
 			return err
 		}
 		created = true
@@ -121,7 +133,7 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 
 // GetDocument implements store.Documents.
 func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Document, error) {
-	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+docColumns+` FROM documents WHERE client = ? AND id = ?`, client, id)
+	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+docColumns+docsFrom+` WHERE client = ? AND id = ?`, client, id)
 	if err != nil {
 		return store.Document{}, s.db.Explain("get document", err)
 	}
@@ -138,7 +150,7 @@ func (s *Store) ListDocuments(ctx context.Context, q store.DocumentQuery) ([]sto
 		where += " AND degraded = 1"
 	}
 	cols := strings.Replace(docColumns, "raw,", "NULL,", 1)
-	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+cols+` FROM documents WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
+	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+cols+docsFrom+` WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
 	if err != nil {
 		return nil, s.db.Explain("list documents", err)
 	}
@@ -173,7 +185,7 @@ func listLimit(n int) int {
 
 // ListDocumentVersions implements store.Documents.
 func (s *Store) ListDocumentVersions(ctx context.Context, client string, source store.SourceType, externalID string) ([]store.Document, error) {
-	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+docColumns+` FROM documents WHERE client = ? AND source_type = ? AND external_id = ? ORDER BY version`,
+	ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+docColumns+docsFrom+` WHERE client = ? AND source_type = ? AND external_id = ? ORDER BY version`,
 		client, source, externalID)
 	if err != nil {
 		return nil, s.db.Explain("list document versions", err)
@@ -261,7 +273,7 @@ func transitionDocument(ctx context.Context, tx sqlitedb.Tx, t store.DocumentTra
 func (s *Store) RescueDocuments(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := s.db.Write(ctx, "rescue documents", func(tx sqlitedb.Tx) error {
-		ds, err := queryDocuments(ctx, tx, `SELECT `+docColumns+` FROM documents WHERE lease_until > 0 AND lease_until < ? AND state = ?`,
+		ds, err := queryDocuments(ctx, tx, `SELECT `+docColumns+docsFrom+` WHERE lease_until > 0 AND lease_until < ? AND state = ?`,
 			sqlitedb.Micros(now), store.DocIndexing)
 		if err != nil {
 			return err

@@ -188,4 +188,18 @@ ALTER TABLE aliases ADD COLUMN evidence TEXT NOT NULL DEFAULT '[]';
 `,
 	// 9: what the sources say about one person's refs (GET …/aliases).
 	`CREATE INDEX identity_facts_ref ON identity_facts (client, ref);`,
+	// 10: a document's content (raw, normalized) apart from its state row.
+	// SQLite rewrites a row whole when it changes, overflow pages and all:
+	// each claim, transition and lease of a 16 KB Jira issue wrote its
+	// content again (BENCHMARKS.md, twenty-sixth round).
+	`
+CREATE TABLE document_bodies (
+	id         TEXT PRIMARY KEY,
+	raw        BLOB,
+	normalized TEXT NOT NULL
+) STRICT;
+INSERT INTO document_bodies (id, raw, normalized) SELECT id, raw, normalized FROM documents ORDER BY rowid;
+ALTER TABLE documents DROP COLUMN raw;
+ALTER TABLE documents DROP COLUMN normalized;
+`,
 }

@@ -43,7 +43,7 @@ var _ store.Store = (*Store)(nil)
 var hot = []string{
 	sqlInsertEvent, sqlClaimTasks, sqlClaimTaskUpdate, sqlTaskByID, sqlTransitionTask,
 	sqlClaimDocuments, sqlClaimDocumentUpdate, sqlDocumentByID, sqlDocumentStateByID, sqlTransitionDocument,
-	sqlEnqueueTask, sqlNextVersion, sqlInsertDocument,
+	sqlEnqueueTask, sqlNextVersion, sqlInsertDocument, sqlInsertBody,
 }
 
 // Open opens (creating when missing) the database at opts.Path and brings its

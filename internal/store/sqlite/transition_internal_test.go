@@ -19,7 +19,10 @@ func TestTransitionReadsNoContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.db.Write(ctx, "break it", func(tx sqlitedb.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE documents SET state = ?, lease_owner = 'ix', normalized = '{not json' WHERE id = ?`, store.DocIndexing, d.ID)
+		if _, err := tx.ExecContext(ctx, `UPDATE documents SET state = ?, lease_owner = 'ix' WHERE id = ?`, store.DocIndexing, d.ID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE document_bodies SET normalized = '{not json' WHERE id = ?`, d.ID)
 		return err
 	})
 	if err != nil {
@@ -30,7 +33,7 @@ func TestTransitionReadsNoContent(t *testing.T) {
 		t.Fatalf("quarantine: %v", err)
 	}
 	var state, normalized string
-	if err := s.db.QueryRow(ctx, `SELECT state, normalized FROM documents WHERE id = ?`, d.ID).Scan(&state, &normalized); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT state, normalized FROM documents JOIN document_bodies USING (id) WHERE id = ?`, d.ID).Scan(&state, &normalized); err != nil {
 		t.Fatal(err)
 	}
 	if state != string(store.DocQuarantined) || normalized != "{not json" {
