@@ -46,15 +46,33 @@ type StoreError struct{ Err error }
 func (e *StoreError) Error() string { return e.Err.Error() }
 func (e *StoreError) Unwrap() error { return e.Err }
 
-// Documents stores documents of one client's connection.
+// Documents stores documents of one client's connection, together (one
+// write where the store can). On a failure of the store none of them is
+// acknowledged: no receipts, and putting them again is safe.
 func (in Ingester) Documents(ctx context.Context, client, connection string, docs ...store.Document) ([]Receipt, error) {
+	stamped := make([]store.Document, len(docs))
+	for i, d := range docs {
+		stamped[i] = in.stamp(client, connection, d)
+	}
+	ctx = in.urgent(ctx)
+	rs, err := in.Store.PutDocuments(ctx, stamped)
+	if err != nil {
+		return nil, &StoreError{fmt.Errorf("store %d documents: %w", len(docs), err)}
+	}
 	out := make([]Receipt, 0, len(docs))
-	for _, d := range docs {
-		r, err := in.Put(ctx, client, connection, d)
+	for i, r := range rs {
+		if r.Err == nil {
+			out = append(out, receipt(stamped[i], r.Stored, r.Created))
+			continue
+		}
+		if !errors.Is(r.Err, store.ErrInvalid) {
+			return nil, &StoreError{fmt.Errorf("store %s: %w", stamped[i].ExternalID, r.Err)}
+		}
+		rc, err := in.putRefused(ctx, client, connection, stamped[i], r.Err)
 		if err != nil {
 			return out, err
 		}
-		out = append(out, r)
+		out = append(out, rc)
 	}
 	return out, nil
 }
@@ -100,24 +118,50 @@ func (in Ingester) FileDocuments(name string, content io.Reader, openErr error, 
 // stored as unparsable with the reason. A failure of the store is a
 // StoreError.
 func (in Ingester) Put(ctx context.Context, client, connection string, d store.Document) (Receipt, error) {
-	d.Client, d.Connection, d.Priority = client, connection, in.Priority
-	if in.Priority > store.PriorityBulk {
-		ctx = urgency.With(ctx) // a live document's write goes before bulk ones
-	}
+	d = in.stamp(client, connection, d)
+	ctx = in.urgent(ctx)
 	stored, created, err := in.Store.PutDocument(ctx, d)
 	if errors.Is(err, store.ErrInvalid) {
-		st := d.SourceType
-		if !st.Valid() {
-			st = store.SourceFile
-		}
-		d = store.Unparsable(st, d.ExternalID, d.Normalized.Title, d.Raw, fmt.Errorf("refused by the store: %w", err))
-		d.Client, d.Connection, d.Priority = client, connection, in.Priority
-		stored, created, err = in.Store.PutDocument(ctx, d)
+		return in.putRefused(ctx, client, connection, d, err)
 	}
 	if err != nil {
 		return Receipt{}, &StoreError{fmt.Errorf("store %s: %w", d.ExternalID, err)}
 	}
+	return receipt(d, stored, created), nil
+}
+
+// stamp gives d the client, connection and priority of what it stores.
+func (in Ingester) stamp(client, connection string, d store.Document) store.Document {
+	d.Client, d.Connection, d.Priority = client, connection, in.Priority
+	return d
+}
+
+// urgent marks ctx so that a live document's writes go before bulk ones.
+func (in Ingester) urgent(ctx context.Context) context.Context {
+	if in.Priority > store.PriorityBulk {
+		return urgency.With(ctx)
+	}
+	return ctx
+}
+
+// putRefused stores d, which the store refused (refusal), as unparsable
+// with the reason.
+func (in Ingester) putRefused(ctx context.Context, client, connection string, d store.Document, refusal error) (Receipt, error) {
+	st := d.SourceType
+	if !st.Valid() {
+		st = store.SourceFile
+	}
+	u := in.stamp(client, connection, store.Unparsable(st, d.ExternalID, d.Normalized.Title, d.Raw, fmt.Errorf("refused by the store: %w", refusal)))
+	stored, created, err := in.Store.PutDocument(ctx, u)
+	if err != nil {
+		return Receipt{}, &StoreError{fmt.Errorf("store %s: %w", u.ExternalID, err)}
+	}
+	return receipt(u, stored, created), nil
+}
+
+// receipt says what became of d (as given to the store).
+func receipt(d, stored store.Document, created bool) Receipt {
 	reason, _ := d.Normalized.Metadata[store.MetaParseError].(string)
 	return Receipt{ID: stored.ID, SourceType: stored.SourceType, ExternalID: stored.ExternalID, Version: stored.Version,
-		Created: created, State: string(stored.State), Unparsable: reason}, nil
+		Created: created, State: string(stored.State), Unparsable: reason}
 }

@@ -133,6 +133,14 @@ type Documents interface {
 	// and version number. Putting content that is already stored is a no-op
 	// that returns the stored version and created=false.
 	PutDocument(ctx context.Context, doc Document) (stored Document, created bool, err error)
+	// PutDocuments puts each of docs as PutDocument does, in order, in one
+	// write where the backend can (SQLite: one transaction; a page of a
+	// poller, a run of an import). results[i] is docs[i]'s; a document the
+	// store refuses has its error there (errors.Is ErrInvalid) and the
+	// others are stored. An err is a failure of the store: none of the
+	// results is acknowledged, and the caller puts them again (content
+	// already stored is a no-op).
+	PutDocuments(ctx context.Context, docs []Document) (results []PutResult, err error)
 	// GetDocument returns one version of the client's documents.
 	GetDocument(ctx context.Context, client, id string) (Document, error)
 	// ListDocumentVersions returns every stored version of an external item,
@@ -152,6 +160,14 @@ type Documents interface {
 	// RescueDocuments returns INDEXING documents whose lease ran out before
 	// now to NEW, or to QUARANTINED when their attempts are spent.
 	RescueDocuments(ctx context.Context, now time.Time) (int, error)
+}
+
+// PutResult is what PutDocuments did with one document: it is Stored (new
+// when Created), or Err says why the store refused it (ErrInvalid).
+type PutResult struct {
+	Stored  Document
+	Created bool
+	Err     error
 }
 
 // Tasks stores pending tasks and moves them through qualification and

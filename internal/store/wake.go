@@ -31,6 +31,24 @@ func (w *Waking) PutDocument(ctx context.Context, doc Document) (Document, bool,
 	return stored, created, err
 }
 
+// PutDocuments stores docs and, when any is new, wakes the indexers once.
+func (w *Waking) PutDocuments(ctx context.Context, docs []Document) ([]PutResult, error) {
+	results, err := w.Store.PutDocuments(ctx, docs)
+	if err != nil || w.Documents == nil {
+		return results, err
+	}
+	created, urgent := false, false
+	for _, r := range results {
+		if r.Created {
+			created, urgent = true, urgent || r.Stored.Priority > PriorityBulk
+		}
+	}
+	if created {
+		wake(w.Documents, urgent)
+	}
+	return results, nil
+}
+
 // EnqueueTasks enqueues tasks and, when any is new, wakes the qualifier.
 func (w *Waking) EnqueueTasks(ctx context.Context, tasks ...Task) (int, error) {
 	n, err := w.Store.EnqueueTasks(ctx, tasks...)

@@ -111,7 +111,8 @@ func (im *Importer) ensureClient(ctx context.Context) error {
 }
 
 // walk runs a walk of files (filedrop.Walk or WalkFS, given the visit) with
-// their documents stored on a goroutine of their own, in the order parsed:
+// their documents stored on a goroutine of their own, in the order parsed,
+// those waiting for it together (up to queued in one write):
 // on two cores a file is parsed while the documents before it are written
 // (the dev Jira corpus's import: parsing and shaping about half its CPU,
 // the store's writes the other half). A failure of the store stops the
@@ -127,17 +128,32 @@ func (im *Importer) walk(ctx context.Context, run func(filedrop.VisitFunc) error
 	go func() {
 		defer close(done)
 		in := im.ingester()
+		batch := make([]store.Document, 0, queued)
 		for d := range queue {
 			if stored != nil {
 				continue // drain: the walk stops at its next document
 			}
-			r, err := in.Put(ctx, im.Client, im.Connection, d)
+			// What waits is stored together, in one write: one
+			// document, when the parser is the slower.
+			batch = append(batch[:0], d)
+		more:
+			for len(batch) < queued {
+				select {
+				case d, ok := <-queue:
+					if !ok {
+						break more
+					}
+					batch = append(batch, d)
+				default:
+					break more
+				}
+			}
+			receipts, err := in.Documents(ctx, im.Client, im.Connection, batch...)
+			im.count(receipts)
 			if err != nil {
 				stored = err
 				cancel(err)
-				continue
 			}
-			im.count([]pollers.Receipt{r})
 		}
 	}()
 	emit := func(d store.Document) error {

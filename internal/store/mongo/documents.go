@@ -119,6 +119,24 @@ func (s *Store) storeLarge(id string, raw, normalized []byte) error {
 // The version number is one more than the item's highest; two writers that
 // take the same number collide on the unique version index and the loser
 // takes the next.
+// PutDocuments implements store.Documents: one document after another
+// (a document is one insert with its event in its outbox).
+func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]store.PutResult, error) {
+	out := make([]store.PutResult, len(docs))
+	for i, d := range docs {
+		stored, created, err := s.PutDocument(ctx, d)
+		if errors.Is(err, store.ErrInvalid) {
+			out[i].Err = err
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[i] = store.PutResult{Stored: stored, Created: created}
+	}
+	return out, nil
+}
+
 func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Document, bool, error) {
 	now := time.Now()
 	doc, err := store.PrepareDocument(doc, now)

@@ -72,6 +72,57 @@ func testDocumentPut(t *testing.T, s store.Store) {
 	}
 }
 
+// testDocumentsPutTogether: PutDocuments stores each document as
+// PutDocument would, in order — a version after the one before it in the
+// same call, content already stored (before or earlier in the call) as a
+// no-op — and a document it refuses costs the others nothing.
+func testDocumentsPutTogether(t *testing.T, s store.Store) {
+	before, _ := mustPut(t, s, doc("acme", "msg-0", "stored before"))
+	docs := []store.Document{
+		doc("acme", "msg-1", "first"),
+		doc("acme", "msg-0", "stored before"),
+		{Client: "acme", SourceType: store.SourceEmail, ExternalID: "no-content"},
+		doc("acme", "msg-1", "first, edited"),
+		doc("acme", "msg-1", "first"),
+		doc("globex", "msg-1", "first"),
+	}
+	rs := must(s.PutDocuments(ctx(t), docs))(t)
+	if len(rs) != len(docs) {
+		t.Fatalf("%d results for %d documents", len(rs), len(docs))
+	}
+	for i, want := range []struct {
+		created bool
+		version int
+	}{{true, 1}, {false, 1}, {false, 0}, {true, 2}, {false, 1}, {true, 1}} {
+		r := rs[i]
+		if i == 2 {
+			if !errors.Is(r.Err, store.ErrInvalid) || !strings.Contains(r.Err.Error(), "raw") {
+				t.Errorf("document %d: err = %v, want ErrInvalid naming raw", i, r.Err)
+			}
+			continue
+		}
+		if r.Err != nil || r.Created != want.created || r.Stored.Version != want.version || r.Stored.ID == "" {
+			t.Errorf("document %d: %+v (err %v), want created=%v version %d", i, r.Stored, r.Err, want.created, want.version)
+		}
+	}
+	if rs[1].Stored.ID != before.ID || rs[4].Stored.ID != rs[0].Stored.ID || rs[5].Stored.ID == rs[0].Stored.ID {
+		t.Errorf("IDs: before %s, results %s %s %s %s", before.ID, rs[0].Stored.ID, rs[1].Stored.ID, rs[4].Stored.ID, rs[5].Stored.ID)
+	}
+	got := must(s.GetDocument(ctx(t), "acme", rs[3].Stored.ID))(t)
+	if string(got.Raw) != "first, edited" || got.Normalized.Title != "subject msg-1" || got.State != store.DocNew {
+		t.Fatalf("stored together, read back: %+v", got)
+	}
+	if stored := eventsOf(t, s, rs[0].Stored.ID, store.EventDocumentStored); len(stored) != 1 {
+		t.Fatalf("document.stored events for %s = %d, want 1", rs[0].Stored.ID, len(stored))
+	}
+	if st := must(s.Stats(ctx(t)))(t); st.Documents[string(store.DocNew)] != 4 {
+		t.Fatalf("NEW documents %d, want 4", st.Documents[string(store.DocNew)])
+	}
+	if rs := must(s.PutDocuments(ctx(t), nil))(t); len(rs) != 0 {
+		t.Fatalf("nothing put: %+v", rs)
+	}
+}
+
 func mustPut(t *testing.T, s store.Store, d store.Document) (store.Document, bool) {
 	t.Helper()
 	got, created, err := s.PutDocument(ctx(t), d)
