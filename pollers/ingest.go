@@ -1,6 +1,7 @@
 package pollers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,7 +48,7 @@ func (e *StoreError) Error() string { return e.Err.Error() }
 func (e *StoreError) Unwrap() error { return e.Err }
 
 // Documents stores documents of one client's connection, together (one
-// write where the store can). On a failure of the store none of them is
+// write where the store can). When that write fails none of them is
 // acknowledged: no receipts, and putting them again is safe.
 func (in Ingester) Documents(ctx context.Context, client, connection string, docs ...store.Document) ([]Receipt, error) {
 	stamped := make([]store.Document, len(docs))
@@ -59,22 +60,27 @@ func (in Ingester) Documents(ctx context.Context, client, connection string, doc
 	if err != nil {
 		return nil, &StoreError{fmt.Errorf("store %d documents: %w", len(docs), err)}
 	}
+	// The others are stored: each has its receipt, even when storing a
+	// refused one as unparsable fails (the first such failure is returned,
+	// and the refused ones after it are left for the caller's next try).
 	out := make([]Receipt, 0, len(docs))
+	var failed error
 	for i, r := range rs {
-		if r.Err == nil {
+		switch {
+		case r.Err == nil:
 			out = append(out, receipt(stamped[i], r.Stored, r.Created))
-			continue
+		case !errors.Is(r.Err, store.ErrInvalid):
+			failed = cmp.Or(failed, error(&StoreError{fmt.Errorf("store %s: %w", stamped[i].ExternalID, r.Err)}))
+		case failed == nil:
+			rc, err := in.putRefused(ctx, client, connection, stamped[i], r.Err)
+			if err != nil {
+				failed = err
+				continue
+			}
+			out = append(out, rc)
 		}
-		if !errors.Is(r.Err, store.ErrInvalid) {
-			return nil, &StoreError{fmt.Errorf("store %s: %w", stamped[i].ExternalID, r.Err)}
-		}
-		rc, err := in.putRefused(ctx, client, connection, stamped[i], r.Err)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, rc)
 	}
-	return out, nil
+	return out, failed
 }
 
 // File parses one file and stores its documents as they are parsed; a

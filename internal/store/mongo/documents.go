@@ -114,11 +114,6 @@ func (s *Store) storeLarge(id string, raw, normalized []byte) error {
 	return nil
 }
 
-// PutDocument implements store.Documents. Order: (large payloads to
-// GridFS,) insert the record with its "stored" event in the outbox, flush.
-// The version number is one more than the item's highest; two writers that
-// take the same number collide on the unique version index and the loser
-// takes the next.
 // PutDocuments implements store.Documents: one document after another
 // (a document is one insert with its event in its outbox).
 func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]store.PutResult, error) {
@@ -137,6 +132,11 @@ func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]stor
 	return out, nil
 }
 
+// PutDocument implements store.Documents. Order: (large payloads to
+// GridFS,) insert the record with its "stored" event in the outbox, flush.
+// The version number is one more than the item's highest; two writers that
+// take the same number collide on the unique version index and the loser
+// takes the next.
 func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Document, bool, error) {
 	now := time.Now()
 	doc, err := store.PrepareDocument(doc, now)
