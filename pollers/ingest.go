@@ -58,7 +58,7 @@ func (in Ingester) Documents(ctx context.Context, client, connection string, doc
 	ctx = in.urgent(ctx)
 	rs, err := in.Store.PutDocuments(ctx, stamped)
 	if err != nil {
-		return nil, &StoreError{fmt.Errorf("store %d documents: %w", len(docs), err)}
+		return nil, &StoreError{fmt.Errorf("store %s: %w", named(stamped), err)}
 	}
 	// The others are stored: each has its receipt, even when storing a
 	// refused one as unparsable fails (the first such failure is returned,
@@ -124,16 +124,23 @@ func (in Ingester) FileDocuments(name string, content io.Reader, openErr error, 
 // stored as unparsable with the reason. A failure of the store is a
 // StoreError.
 func (in Ingester) Put(ctx context.Context, client, connection string, d store.Document) (Receipt, error) {
-	d = in.stamp(client, connection, d)
-	ctx = in.urgent(ctx)
-	stored, created, err := in.Store.PutDocument(ctx, d)
-	if errors.Is(err, store.ErrInvalid) {
-		return in.putRefused(ctx, client, connection, d, err)
-	}
+	rs, err := in.Documents(ctx, client, connection, d)
 	if err != nil {
-		return Receipt{}, &StoreError{fmt.Errorf("store %s: %w", d.ExternalID, err)}
+		return Receipt{}, err
 	}
-	return receipt(d, stored, created), nil
+	return rs[0], nil
+}
+
+// named names documents in an error: the first's external ID, and how
+// many more.
+func named(docs []store.Document) string {
+	switch len(docs) {
+	case 0:
+		return "no documents"
+	case 1:
+		return docs[0].ExternalID
+	}
+	return fmt.Sprintf("%s and %d more", docs[0].ExternalID, len(docs)-1)
 }
 
 // stamp gives d the client, connection and priority of what it stores.
