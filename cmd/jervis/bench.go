@@ -69,6 +69,58 @@ type BenchRun struct {
 	// absent where the platform does not count them (Linux's
 	// /proc/self/io).
 	IOPer1000 *IOCalls `json:"ioPer1000,omitempty"`
+	// Writers: each embedded database's writer while the bulk was indexed
+	// and qualified, most held first. SQLite writes one transaction at a
+	// time: a writer held nearly all the time bounds the pipeline, whatever
+	// the CPU left idle.
+	Writers []WriterFigures `json:"writers,omitempty"`
+}
+
+// WriterFigures is one database's writer use over the index and qualify
+// stages.
+type WriterFigures struct {
+	File         string  `json:"file"`
+	Transactions int64   `json:"transactions"`
+	HeldSeconds  float64 `json:"heldSeconds"`
+	// HeldShare is HeldSeconds over the stages' wall-clock time.
+	HeldShare float64 `json:"heldShare"`
+	// WaitedSeconds is how long writers waited for it, summed over the
+	// writers (several wait at once).
+	WaitedSeconds float64 `json:"waitedSeconds"`
+}
+
+// writersUse returns the writer use, so far, of the databases open under
+// dir, by file name.
+func writersUse(dir string) map[string]sqlitedb.WriterUse {
+	out := map[string]sqlitedb.WriterUse{}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // as the databases hold their paths
+	}
+	for _, u := range sqlitedb.Writers() {
+		if rel, err := filepath.Rel(dir, u.Path); err == nil && filepath.IsLocal(rel) {
+			out[rel] = u
+		}
+	}
+	return out
+}
+
+// writerFigures is each database's writer use between before and after,
+// over wall.
+func writerFigures(before, after map[string]sqlitedb.WriterUse, wall time.Duration) []WriterFigures {
+	var out []WriterFigures
+	for file, a := range after {
+		b := before[file]
+		f := WriterFigures{File: file, Transactions: a.Transactions - b.Transactions,
+			HeldSeconds: (a.Held - b.Held).Seconds(), WaitedSeconds: (a.Waited - b.Waited).Seconds()}
+		if wall > 0 {
+			f.HeldShare = f.HeldSeconds / wall.Seconds()
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b WriterFigures) int {
+		return cmp.Or(cmp.Compare(b.HeldSeconds, a.HeldSeconds), strings.Compare(a.File, b.File))
+	})
+	return out
 }
 
 // IOCalls counts the bytes passed to a process's read and write calls and
@@ -327,7 +379,7 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int, keep st
 		})
 		wg.Go(func() { fresh.search(trickleCtx, all.KB.KB) })
 	}
-	cpuDrain := cpuSeconds()
+	cpuDrain, drainStart, writers0 := cpuSeconds(), time.Now(), writersUse(dir)
 	indexed, qualified, err := a.drainWhile(ctx, waking, all.KB, func() bool { return trickle == 0 || fresh.done() })
 	stopTrickle()
 	wg.Wait()
@@ -336,6 +388,7 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int, keep st
 	}
 	run.IndexSeconds, run.QualifySeconds = indexed.Seconds(), qualified.Seconds()
 	run.PipelineCPUPer1000 = per1000(cpuSeconds()-cpuDrain, run.Documents)
+	run.Writers = writerFigures(writers0, writersUse(dir), time.Since(drainStart))
 	if calls, ok := ioCalls(); ok && ioOK {
 		run.IOPer1000 = calls.per1000(calls0, run.Documents)
 	}
@@ -764,6 +817,13 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 		if c := x.IOPer1000; c != nil && x.DiskBytesPer1000 > 0 {
 			notes = append(notes, fmt.Sprintf("%s I/O per 1,000 documents (store, index, qualify): written %.0f MiB in %.0f calls (%.1f times the disk it ends on), read %.0f MiB in %.0f calls",
 				name, c.WrittenBytes/(1<<20), c.WriteCalls, c.WrittenBytes/x.DiskBytesPer1000, c.ReadBytes/(1<<20), c.ReadCalls))
+		}
+		if len(x.Writers) > 0 {
+			var ws []string
+			for _, f := range x.Writers {
+				ws = append(ws, fmt.Sprintf("%s %.0f %% (%d transactions, %.1f s waited)", f.File, 100*f.HeldShare, f.Transactions, f.WaitedSeconds))
+			}
+			notes = append(notes, fmt.Sprintf("%s writers held, of the index and qualify time: %s", name, strings.Join(ws, ", ")))
 		}
 		if st := x.Search1.stagesLine(); st != "" {
 			notes = append(notes, fmt.Sprintf("%s search stages p50 / p99 ms (1 client): %s", name, st))

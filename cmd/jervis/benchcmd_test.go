@@ -45,6 +45,21 @@ func TestBenchCommand(t *testing.T) {
 	if c := x.IOPer1000; runtime.GOOS == "linux" && (c == nil || c.ReadBytes <= 0 || c.ReadCalls <= 0 || c.WrittenBytes <= 0 || c.WriteCalls <= 0 || c.WrittenBytes < c.WriteCalls) {
 		t.Errorf("I/O per 1,000 documents %+v", c)
 	}
+	// The embedded databases' writers while the bulk was indexed and
+	// qualified: each wrote, none held longer than the stages took.
+	files := map[string]bool{}
+	for _, w := range x.Writers {
+		files[w.File] = true
+		if w.HeldShare < 0 || w.HeldShare > 1 || w.WaitedSeconds < 0 {
+			t.Errorf("writer %+v", w)
+		}
+		if (w.File == "graph.db" || w.File == "chunks.db" || w.File == "jervis.db") && (w.Transactions == 0 || w.HeldSeconds <= 0) {
+			t.Errorf("writer %+v wrote nothing", w)
+		}
+	}
+	if !files["graph.db"] || !files["chunks.db"] || !files["jervis.db"] {
+		t.Errorf("writers %+v: not every database", x.Writers)
+	}
 	if x.VectorRecall != 1 { // a small index: every vector search exact
 		t.Errorf("vector recall %v", x.VectorRecall)
 	}
@@ -56,7 +71,7 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 	code, out, errOut = runCLI(t, nil, "bench", "--trickle", "0", "--corpus", jira)
-	wants := []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline", "search stages p50 / p99 ms (1 client): embed", "vector side: 1.000 of an exact scan's best 80"}
+	wants := []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline", "writers held, of the index and qualify time: ", "search stages p50 / p99 ms (1 client): embed", "vector side: 1.000 of an exact scan's best 80"}
 	if runtime.GOOS == "linux" {
 		wants = append(wants, "I/O per 1,000 documents (store, index, qualify): written")
 	}

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -56,6 +57,9 @@ type DB struct {
 
 	readMu    sync.Mutex
 	readStmts map[string]*sql.Stmt // prepared on the read pool (Query)
+
+	// The writer's use since Open (Writers).
+	transactions, held, waited atomic.Int64
 }
 
 // maxReadStmts and maxWriteStmts bound the statements kept prepared:
@@ -146,6 +150,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	db.R.SetMaxOpenConns(readers)
 	db.R.SetMaxIdleConns(readers)
+	opened.Store(db, struct{}{})
 	return db, nil
 }
 
@@ -185,6 +190,7 @@ const (
 
 // Close closes the statements and both pools.
 func (db *DB) Close() error {
+	opened.Delete(db)
 	db.writeMu.Lock()
 	for _, st := range db.stmts {
 		st.Close()
@@ -356,10 +362,17 @@ func (db *DB) prepareWanted(ctx context.Context) {
 // commits when it returns nil. SQLite errors are explained; fn's own errors
 // come back unchanged.
 func (db *DB) Write(ctx context.Context, op string, fn func(tx Tx) error) error {
+	asked := time.Now()
 	if err := db.writer.lock(ctx); err != nil {
 		return db.Explain(op, err)
 	}
-	defer db.writer.unlock()
+	got := time.Now()
+	db.waited.Add(int64(got.Sub(asked)))
+	defer func() {
+		db.transactions.Add(1)
+		db.held.Add(int64(time.Since(got)))
+		db.writer.unlock()
+	}()
 	sqlTx, err := db.W.BeginTx(context.WithoutCancel(ctx), nil) // see running
 	if err != nil {
 		return db.Explain(op, err)
@@ -466,6 +479,34 @@ func (db *DB) Strings(ctx context.Context, q string, args ...any) ([]string, err
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// WriterUse is how a database's writer was used since it was opened: its
+// write transactions, how long they held the writer, and how long writers
+// waited for it (summed over the writers: several wait at once). A writer
+// held nearly all the time is what bounds the writes to its file: one
+// transaction at a time is all SQLite allows.
+type WriterUse struct {
+	Path         string
+	Transactions int64
+	Held, Waited time.Duration
+}
+
+// opened holds the databases open in this process (Writers).
+var opened sync.Map // *DB → struct{}
+
+// Writers returns the writer use of every database open in this process,
+// by path.
+func Writers() []WriterUse {
+	var out []WriterUse
+	opened.Range(func(k, _ any) bool {
+		db := k.(*DB)
+		out = append(out, WriterUse{Path: db.Path, Transactions: db.transactions.Load(),
+			Held: time.Duration(db.held.Load()), Waited: time.Duration(db.waited.Load())})
+		return true
+	})
+	slices.SortFunc(out, func(a, b WriterUse) int { return strings.Compare(a.Path, b.Path) })
+	return out
 }
 
 // writerLock orders the writers of a database: one at a time, those whose

@@ -248,3 +248,75 @@ func TestEndedContextFailsTheWrite(t *testing.T) {
 		t.Fatalf("the writer after a failed write: %v", err)
 	}
 }
+
+// Writers counts each database's write transactions, how long they held
+// the writer and how long others waited for it, from Open until Close.
+func TestWritersUseIsCounted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := Open(ctx, Options{Path: path, Migrations: []string{`CREATE TABLE kv (k TEXT PRIMARY KEY) STRICT;`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	use := func() (WriterUse, bool) {
+		for _, u := range Writers() {
+			if u.Path == db.Path {
+				return u, true
+			}
+		}
+		return WriterUse{}, false
+	}
+	before, ok := use()
+	if !ok || before.Transactions != 1 { // the migration
+		t.Fatalf("after Open: %+v (listed %v), want the migration's one transaction", before, ok)
+	}
+	const hold = 60 * time.Millisecond
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := db.Write(ctx, "first", func(tx Tx) error { <-release; _, err := tx.ExecContext(ctx, `INSERT INTO kv VALUES ('a')`); return err }); err != nil {
+			t.Error(err)
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // the first holds it
+		db.writer.mu.Lock()
+		held := db.writer.held
+		db.writer.mu.Unlock()
+		if held || time.Now().After(deadline) {
+			break
+		}
+	}
+	wg.Go(func() {
+		if err := db.Write(ctx, "second", func(tx Tx) error { _, err := tx.ExecContext(ctx, `INSERT INTO kv VALUES ('b')`); return err }); err != nil {
+			t.Error(err)
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // the second waits
+		db.writer.mu.Lock()
+		n := len(db.writer.normal)
+		db.writer.mu.Unlock()
+		if n == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(hold)
+	close(release)
+	wg.Wait()
+	after, _ := use()
+	if got := after.Transactions - before.Transactions; got != 2 {
+		t.Errorf("%d transactions counted, want 2", got)
+	}
+	if held := after.Held - before.Held; held < hold {
+		t.Errorf("held %v, want at least the first's %v", held, hold)
+	}
+	if waited := after.Waited - before.Waited; waited < hold {
+		t.Errorf("waited %v, want at least the second's %v", waited, hold)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := use(); ok {
+		t.Errorf("closed, still listed: %+v", u)
+	}
+}
