@@ -100,17 +100,7 @@ func TestUrgentWritersGoFirst(t *testing.T) {
 			return err
 		})
 	}
-	waiting := func(n int) { // until n writers wait for the writer
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			db.writer.mu.Lock()
-			w := len(db.writer.urgent) + len(db.writer.normal)
-			db.writer.mu.Unlock()
-			if w == n {
-				return
-			}
-		}
-		t.Fatalf("%d writers never waited", n)
-	}
+	waiting := func(n int) { untilWaiting(t, db, n) }
 	release := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -119,14 +109,7 @@ func TestUrgentWritersGoFirst(t *testing.T) {
 		}
 	})
 	waiting(0)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // the first holds it
-		db.writer.mu.Lock()
-		held := db.writer.held
-		db.writer.mu.Unlock()
-		if held || time.Now().After(deadline) {
-			break
-		}
-	}
+	untilHeld(t, db) // the first holds it
 	errs := make(chan error, 4)
 	wg.Go(func() { errs <- write(ctx, "bulk-1") })
 	waiting(1)
@@ -279,27 +262,13 @@ func TestWritersUseIsCounted(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // the first holds it
-		db.writer.mu.Lock()
-		held := db.writer.held
-		db.writer.mu.Unlock()
-		if held || time.Now().After(deadline) {
-			break
-		}
-	}
+	untilHeld(t, db) // the first holds it
 	wg.Go(func() {
 		if err := db.Write(ctx, "second", func(tx Tx) error { _, err := tx.ExecContext(ctx, `INSERT INTO kv VALUES ('b')`); return err }); err != nil {
 			t.Error(err)
 		}
 	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) { // the second waits
-		db.writer.mu.Lock()
-		n := len(db.writer.normal)
-		db.writer.mu.Unlock()
-		if n == 1 || time.Now().After(deadline) {
-			break
-		}
-	}
+	untilWaiting(t, db, 1) // the second waits
 	time.Sleep(hold)
 	close(release)
 	wg.Wait()
@@ -319,4 +288,32 @@ func TestWritersUseIsCounted(t *testing.T) {
 	if u, ok := use(); ok {
 		t.Errorf("closed, still listed: %+v", u)
 	}
+}
+
+// untilHeld waits until a write holds db's writer.
+func untilHeld(t *testing.T, db *DB) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		db.writer.mu.Lock()
+		held := db.writer.held
+		db.writer.mu.Unlock()
+		if held {
+			return
+		}
+	}
+	t.Fatal("no write ever held the writer")
+}
+
+// untilWaiting waits until n writes wait for db's writer.
+func untilWaiting(t *testing.T, db *DB, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		db.writer.mu.Lock()
+		w := len(db.writer.urgent) + len(db.writer.normal)
+		db.writer.mu.Unlock()
+		if w == n {
+			return
+		}
+	}
+	t.Fatalf("%d writers never waited", n)
 }
