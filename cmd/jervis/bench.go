@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -74,6 +75,15 @@ type BenchRun struct {
 	// time: a writer held nearly all the time bounds the pipeline, whatever
 	// the CPU left idle.
 	Writers []WriterFigures `json:"writers,omitempty"`
+	// Tasks: the tasks the corpus's documents made, by kind. Each is a row
+	// inserted, claimed and finished, with its TaskMemory and four events:
+	// on the dev Jira corpus two thirds are LINK_PROCESSING, and the
+	// pipeline without them ran 55–65 % faster (BENCHMARKS.md,
+	// twenty-eighth round).
+	Tasks map[string]int64 `json:"tasks,omitempty"`
+	// TaskDocuments: the documents that made them (the corpus's and the
+	// trickled ones).
+	TaskDocuments int64 `json:"taskDocuments,omitempty"`
 }
 
 // WriterFigures is one database's writer use over the index and qualify
@@ -397,6 +407,9 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int, keep st
 		run.DocsPerSecond = float64(run.Documents) / run.Seconds
 	}
 	run.Freshness = fresh.latency(trickle)
+	if run.Tasks, run.TaskDocuments, err = tasksByKind(ctx, all.Store, benchClient); err != nil {
+		return run, err
+	}
 	if run.Chunks, err = all.Chunks.For(benchClient).Count(ctx); err != nil {
 		return run, err
 	}
@@ -409,6 +422,26 @@ func (a *app) benchOne(ctx context.Context, paths []string, trickle int, keep st
 		return run, err
 	}
 	return run, nil
+}
+
+// tasksByKind counts client's tasks by kind and its documents, whatever
+// their state.
+func tasksByKind(ctx context.Context, st store.Store, client string) (map[string]int64, int64, error) {
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	tasks, docs := map[string]int64{}, int64(0)
+	for _, g := range stats.Groups {
+		switch {
+		case g.Client != client:
+		case g.Tasks:
+			tasks[g.Kind] += g.N
+		default:
+			docs += g.N
+		}
+	}
+	return tasks, docs, nil
 }
 
 // benchSearches measures the searches over a data directory a bench run
@@ -824,6 +857,16 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 				ws = append(ws, fmt.Sprintf("%s %.0f %% (%d transactions, %.1f s waited)", f.File, 100*f.HeldShare, f.Transactions, f.WaitedSeconds))
 			}
 			notes = append(notes, fmt.Sprintf("%s writers held, of the index and qualify time: %s", name, strings.Join(ws, ", ")))
+		}
+		if x.TaskDocuments > 0 {
+			var all int64
+			kinds := slices.Sorted(maps.Keys(x.Tasks))
+			parts := make([]string, 0, len(kinds))
+			for _, k := range kinds {
+				all += x.Tasks[k]
+				parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(x.Tasks[k])/float64(x.TaskDocuments)))
+			}
+			notes = append(notes, fmt.Sprintf("%s tasks a document: %.2f (%s)", name, float64(all)/float64(x.TaskDocuments), strings.Join(parts, ", ")))
 		}
 		if st := x.Search1.stagesLine(); st != "" {
 			notes = append(notes, fmt.Sprintf("%s search stages p50 / p99 ms (1 client): %s", name, st))

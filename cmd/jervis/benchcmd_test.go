@@ -60,6 +60,11 @@ func TestBenchCommand(t *testing.T) {
 	if !files["graph.db"] || !files["chunks.db"] || !files["jervis.db"] {
 		t.Errorf("writers %+v: not every database", x.Writers)
 	}
+	// The tasks the documents made: one DATA_PROCESSING each, the
+	// trickled notes' too (this corpus has no links).
+	if x.TaskDocuments != int64(x.Documents)+5 || x.Tasks["DATA_PROCESSING"] != x.TaskDocuments || len(x.Tasks) != 1 {
+		t.Errorf("tasks %v of %d documents", x.Tasks, x.TaskDocuments)
+	}
 	if x.VectorRecall != 1 { // a small index: every vector search exact
 		t.Errorf("vector recall %v", x.VectorRecall)
 	}
@@ -71,7 +76,7 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 	code, out, errOut = runCLI(t, nil, "bench", "--trickle", "0", "--corpus", jira)
-	wants := []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline", "writers held, of the index and qualify time: ", "search stages p50 / p99 ms (1 client): embed", "vector side: 1.000 of an exact scan's best 80"}
+	wants := []string{"roofline", "SQLite", "CORPUS", "acme.tar.gz", "of the roofline", "writers held, of the index and qualify time: ", "tasks a document: 1.00 (DATA_PROCESSING 1.00)", "search stages p50 / p99 ms (1 client): embed", "vector side: 1.000 of an exact scan's best 80"}
 	if runtime.GOOS == "linux" {
 		wants = append(wants, "I/O per 1,000 documents (store, index, qualify): written")
 	}
@@ -104,6 +109,11 @@ func TestBenchSyntheticAndBackend(t *testing.T) {
 	x := rep.Runs[0]
 	if x.Corpus != "synthetic:120" || x.Documents != 120 || x.Chunks < 120 || x.ChunkStore != "sqlite (embedded, vector lists from 100000 chunks)" || x.Freshness.N != 2 {
 		t.Errorf("run %+v", x)
+	}
+	// The synthetic company's issues and mails have links: their tasks
+	// beside one DATA_PROCESSING a document.
+	if x.TaskDocuments != 122 || x.Tasks["DATA_PROCESSING"] != 122 || x.Tasks["LINK_PROCESSING"] == 0 {
+		t.Errorf("tasks %v of %d documents", x.Tasks, x.TaskDocuments)
 	}
 	// rag.sqlite.vector_lists (100,000 unless set, above) reaches the
 	// measured chunk store, which the report names (30 documents are far
