@@ -46,13 +46,26 @@ type Config struct {
 	// Kinds say what each document is (its noun, its sender, the HTML it
 	// was written in); default: the built-in kinds.
 	Kinds *pollers.Registry
+	// Links, when set, says which links are recorded with their document
+	// (qualifier.LinkTriage): such a link's LINK_PROCESSING task is made
+	// DONE and its document's DATA_PROCESSING task records it
+	// (store.DataPayload.Recorded). Nil: every link's task is NEW.
+	Links LinkTriage
 }
+
+// LinkTriage returns one client's LinkRecorder.
+type LinkTriage func(ctx context.Context, client string) (LinkRecorder, error)
+
+// LinkRecorder says whether a link is recorded with its document: no page
+// to fetch, no model to ask.
+type LinkRecorder func(url string) bool
 
 // Indexer turns one document into its tasks. It is the worker.Handler of
 // the indexer loop; New builds the loop.
 type Indexer struct {
 	tasks store.Tasks
 	kinds *pollers.Registry
+	links LinkTriage
 }
 
 var _ worker.BatchHandler[store.Document] = (*Indexer)(nil)
@@ -62,7 +75,7 @@ func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
 	if cfg.Kinds == nil {
 		cfg.Kinds = kinds.Default()
 	}
-	return worker.New(store.DocumentQueue{Documents: st}, &Indexer{tasks: st, kinds: cfg.Kinds}, worker.Config{
+	return worker.New(store.DocumentQueue{Documents: st}, &Indexer{tasks: st, kinds: cfg.Kinds, links: cfg.Links}, worker.Config{
 		Name:            "indexer",
 		Concurrency:     cmp.Or(cfg.Concurrency, 4),
 		BatchSize:       cmp.Or(cfg.BatchSize, 64),
@@ -77,7 +90,7 @@ func New(st Store, cfg Config) (*worker.Worker[store.Document], error) {
 
 // Handle implements worker.Handler.
 func (ix *Indexer) Handle(ctx context.Context, job worker.Job[store.Document]) (worker.Result, error) {
-	tasks, err := ix.tasksOf(job.Item)
+	tasks, err := ix.tasksOf(ctx, job.Item, ix.triage())
 	if err != nil {
 		return worker.Result{}, err
 	}
@@ -91,8 +104,9 @@ func (ix *Indexer) HandleBatch(ctx context.Context, jobs []worker.Job[store.Docu
 	out := make([]worker.BatchResult, len(jobs))
 	tasks := make([][]store.Task, len(jobs))
 	var all []store.Task
+	triage := ix.triage()
 	for i, j := range jobs {
-		tasks[i], out[i].Err = ix.tasksOf(j.Item)
+		tasks[i], out[i].Err = ix.tasksOf(ctx, j.Item, triage)
 		all = append(all, tasks[i]...)
 	}
 	if _, err := ix.tasks.EnqueueTasks(ctx, all...); err != nil {
@@ -114,9 +128,31 @@ func (ix *Indexer) enqueue(ctx context.Context, doc store.Document, tasks []stor
 	return nil
 }
 
+// triage returns Config.Links read once per client (the client's link
+// patterns), for one batch; nil without Config.Links.
+func (ix *Indexer) triage() LinkTriage {
+	if ix.links == nil {
+		return nil
+	}
+	read := map[string]LinkRecorder{}
+	return func(ctx context.Context, client string) (LinkRecorder, error) {
+		if f, ok := read[client]; ok {
+			return f, nil
+		}
+		f, err := ix.links(ctx, client)
+		if err != nil {
+			return nil, fmt.Errorf("client %s: link policy: %w", client, err)
+		}
+		read[client] = f
+		return f, nil
+	}
+}
+
 // tasksOf returns the document's tasks: its DATA_PROCESSING task and a
-// LINK_PROCESSING task per distinct link.
-func (ix *Indexer) tasksOf(doc store.Document) ([]store.Task, error) {
+// LINK_PROCESSING task per distinct link, made DONE when triage says the
+// link is recorded with its document (then the DATA_PROCESSING task's
+// payload carries it).
+func (ix *Indexer) tasksOf(ctx context.Context, doc store.Document, triage LinkTriage) ([]store.Task, error) {
 	n := doc.Normalized
 	if reason, ok := n.Metadata[store.MetaParseError].(string); ok {
 		return nil, worker.Malformed(fmt.Errorf("%s %s: %s", doc.SourceType, doc.ExternalID, reason))
@@ -137,22 +173,34 @@ func (ix *Indexer) tasksOf(doc store.Document) ([]store.Task, error) {
 
 	title := cmp.Or(n.Title, doc.ExternalID)
 	data := store.DataPayload{SourceType: doc.SourceType, ExternalID: doc.ExternalID, Version: doc.Version, Title: n.Title, Summary: summary(kind.About().Noun, doc, found)}
+	var record LinkRecorder
+	if triage != nil && len(found) > 0 {
+		var err error
+		if record, err = triage(ctx, doc.Client); err != nil {
+			return nil, err
+		}
+	}
+	tasks := make([]store.Task, 1, 1+len(found)) // the DATA_PROCESSING task first, its payload last
 	for _, l := range found {
 		data.Links = append(data.Links, l.URL)
-	}
-	tasks := make([]store.Task, 0, 1+len(found))
-	payload, err := json.Marshal(data)
-	if err != nil {
-		return nil, worker.Permanent(fmt.Errorf("document %s: data payload: %w", doc.ID, err))
-	}
-	tasks = append(tasks, store.Task{Kind: store.KindData, Client: doc.Client, SourceDoc: doc.ID, Payload: payload, CorrelationID: doc.ID, Priority: doc.Priority})
-	for _, l := range found {
 		p, err := json.Marshal(store.LinkPayload{URL: l.URL, SourceDoc: doc.ID, SourceType: doc.SourceType, Title: title, From: shape.Sender, Context: l.Context})
 		if err != nil {
 			return nil, worker.Permanent(fmt.Errorf("document %s: link payload: %w", doc.ID, err))
 		}
-		tasks = append(tasks, store.Task{Kind: store.KindLink, Client: doc.Client, SourceDoc: doc.ID, Payload: p, CorrelationID: doc.ID, Priority: doc.Priority})
+		t := store.Task{ID: store.TaskID(doc.ID, store.KindLink, l.URL), Kind: store.KindLink, Client: doc.Client, SourceDoc: doc.ID, Payload: p, CorrelationID: doc.ID, Priority: doc.Priority}
+		if record != nil {
+			if record(l.URL) {
+				t.State = store.TaskDone
+				data.Recorded = append(data.Recorded, store.RecordedLink{Task: t.ID, URL: l.URL, Context: l.Context})
+			}
+		}
+		tasks = append(tasks, t)
 	}
+	payload, err := json.Marshal(data)
+	if err != nil {
+		return nil, worker.Permanent(fmt.Errorf("document %s: data payload: %w", doc.ID, err))
+	}
+	tasks[0] = store.Task{Kind: store.KindData, Client: doc.Client, SourceDoc: doc.ID, Payload: payload, CorrelationID: doc.ID, Priority: doc.Priority}
 	return tasks, nil
 }
 

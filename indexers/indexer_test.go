@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,7 +34,13 @@ func email(id, body string, meta map[string]any) store.Document {
 // runUntilIndexed runs the indexer loop until no document is NEW or INDEXING.
 func runUntilIndexed(t testing.TB, s *sqlite.Store) {
 	t.Helper()
-	w, err := indexers.New(s, indexers.Config{PollInterval: 10 * time.Millisecond})
+	runUntilIndexedWith(t, s, nil)
+}
+
+// runUntilIndexedWith is runUntilIndexed with links triaged by links.
+func runUntilIndexedWith(t testing.TB, s *sqlite.Store, links indexers.LinkTriage) {
+	t.Helper()
+	w, err := indexers.New(s, indexers.Config{PollInterval: 10 * time.Millisecond, Links: links})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +121,52 @@ func TestIndexerMakesOneDataTaskAndOneTaskPerDistinctLink(t *testing.T) {
 	again, _ := s.Stats(ctx)
 	if again.Tasks["NEW"] != 6 || again.Documents["INDEXED"] != 3 {
 		t.Fatalf("after re-import: %v %v", again.Documents, again.Tasks)
+	}
+}
+
+// A link the triage records with its document gets its LINK_PROCESSING
+// task made DONE (never to be claimed), and the document's
+// DATA_PROCESSING task carries it; the others' tasks are NEW. The triage
+// is asked once per client in a batch.
+func TestIndexerMakesRecordedLinksTasksDone(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := t.Context()
+	var asked atomic.Int32
+	triage := func(_ context.Context, client string) (indexers.LinkRecorder, error) {
+		asked.Add(1)
+		return func(url string) bool { return !strings.Contains(url, "wiki.acme.test") }, nil
+	}
+	doc := email("m1", "See https://wiki.acme.test/runbook and https://github.com/acme/app/issues/7 (the bug).", nil)
+	other := email("m2", "See https://github.com/acme/app/issues/8.", nil)
+	for _, d := range []store.Document{doc, other} {
+		if _, _, err := s.PutDocument(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runUntilIndexedWith(t, s, triage)
+	id := store.DocumentID("acme", store.SourceEmail, "m1", store.ContentHash(doc.Raw))
+	safe, err := s.GetTask(ctx, "acme", store.TaskID(id, store.KindLink, "https://wiki.acme.test/runbook"))
+	if err != nil || safe.State != store.TaskNew {
+		t.Fatalf("the SAFE link's task: %s %v", safe.State, err)
+	}
+	issue := "https://github.com/acme/app/issues/7"
+	rec, err := s.GetTask(ctx, "acme", store.TaskID(id, store.KindLink, issue))
+	if err != nil || rec.State != store.TaskDone || rec.Attempts != 0 {
+		t.Fatalf("the recorded link's task: %s, %d attempts, %v", rec.State, rec.Attempts, err)
+	}
+	data, _ := s.GetTask(ctx, "acme", store.TaskID(id, store.KindData, ""))
+	var p store.DataPayload
+	json.Unmarshal(data.Payload, &p)
+	if len(p.Links) != 2 || len(p.Recorded) != 1 || p.Recorded[0] != (store.RecordedLink{Task: rec.ID, URL: issue, Context: "See https://wiki.acme.test/runbook and https://github.com/acme/app/issues/7 (the bug)."}) {
+		t.Fatalf("data payload %+v", p)
+	}
+	evs, err := s.ListEvents(ctx, store.EventQuery{Client: "acme", AggregateID: rec.ID})
+	if err != nil || len(evs) != 1 || evs[0].Type != store.EventTaskCreated || !strings.Contains(string(evs[0].Data), `"state":"DONE"`) {
+		t.Fatalf("the recorded link's task's events: %+v %v", evs, err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("the triage was asked %d times for one client's two documents in one batch", n)
 	}
 }
 

@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
@@ -210,5 +212,108 @@ func TestABatchReadsADocumentsShapeOnce(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("the document's shape was read %d times, want once", n)
+	}
+}
+
+// A link the qualifier would only record (UNSAFE, or UNCERTAIN under the
+// record policy) is recorded by its document's DATA_PROCESSING task, its
+// own task made DONE when indexed and never claimed; it writes exactly
+// what that task would have: the same link node, evidence chunk and
+// found_in edge, and a TaskMemory that says so. A SAFE link's task runs
+// on its own and fetches. Under a policy that fetches UNCERTAIN links,
+// the DATA_PROCESSING task sends such a link's task back to NEW, to be
+// fetched on its own.
+func TestLinksRecordedWithTheirDocument(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, "Page at "+r.URL.Path+": descale the espresso machine monthly.")
+	}))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
+	safe, unsafe, uncertain := "http://manuals.acme.test"+port+"/espresso", "https://ads.tracker.test/p.gif?id=7", "http://news.example.test"+port+"/today"
+	body := "The manual is at " + safe + ", ignore the pixel " + unsafe + " — news at " + uncertain + "."
+	docID := store.DocumentID("acme", store.SourceEmail, "m1@acme.test", store.ContentHash([]byte(body)))
+	fetcher := &linksafety.Fetcher{AllowLoopback: true, Resolver: resolver{"manuals.acme.test": {netip.MustParseAddr("127.0.0.1")}, "news.example.test": {netip.MustParseAddr("127.0.0.1")}}}
+	ctx := context.Background()
+	run := func(t *testing.T, triage bool, policy string) env {
+		e := newEnv(t)
+		for _, p := range []store.LinkPattern{{Client: "acme", Kind: store.LinkAllow, Pattern: "manuals.acme.test"}, {Client: "acme", Kind: store.LinkBlock, Pattern: "tracker.test"}} {
+			if err := e.st.AddLinkPattern(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var links indexers.LinkTriage
+		if triage {
+			var err error
+			if links, err = qualifier.LinkTriage(e.st, qualifier.PolicyRecord, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.indexEmailWith(t, links, "m1@acme.test", "Coffee", body)
+		if triage {
+			for u, want := range map[string]store.TaskState{safe: store.TaskNew, unsafe: store.TaskDone, uncertain: store.TaskDone} {
+				if task, err := e.st.GetTask(ctx, "acme", store.TaskID(docID, store.KindLink, u)); err != nil || task.State != want {
+					t.Fatalf("%s indexed: %s, want %s (%v)", u, task.State, want, err)
+				}
+			}
+		}
+		q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, Fetcher: fetcher, UncertainLinks: policy, PollInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runUntil(t, q, func(s store.Stats) bool {
+			return s.TasksByKind["LINK_PROCESSING"]["DONE"] == 3 && s.TasksByKind["DATA_PROCESSING"]["NEW"]+s.Tasks["QUALIFICATION_IN_PROGRESS"]+s.Tasks["RETRY"] == 0
+		}, e.st)
+		return e
+	}
+	memory := func(t *testing.T, e env, u string) store.TaskMemory {
+		t.Helper()
+		m, err := e.st.GetTaskMemory(ctx, "acme", store.TaskID(docID, store.KindLink, u))
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		return m
+	}
+	own, with := run(t, false, qualifier.PolicyRecord), run(t, true, qualifier.PolicyRecord)
+	source, _ := kb.ParseRef("email:m1@acme.test")
+	for _, u := range []string{safe, unsafe, uncertain} {
+		a, b := memory(t, own, u), memory(t, with, u)
+		if !slices.Equal(a.GraphNodeKeys, b.GraphNodeKeys) || !slices.Equal(a.RAGDocumentIDs, b.RAGDocumentIDs) || len(b.RAGDocumentIDs) == 0 || a.ContextSummary != b.ContextSummary {
+			t.Fatalf("%s: recorded with its document %+v, on its own %+v", u, b, a)
+		}
+		link, _ := kb.ParseRef("link:" + u)
+		key := graph.EdgeKey("found_in", link.String(), source.String())
+		ea, err1 := own.graph.For("acme").Edge(ctx, key)
+		eb, err2 := with.graph.For("acme").Edge(ctx, key)
+		if err1 != nil || err2 != nil || !slices.Equal(ea.EvidenceChunkIDs, eb.EvidenceChunkIDs) {
+			t.Fatalf("%s found_in: %+v %v, on its own %+v %v", u, eb, err2, ea, err1)
+		}
+	}
+	if r := memory(t, with, unsafe).RoutingReason; r != "UNSAFE (block pattern tracker.test): recorded with its document, not fetched" {
+		t.Fatalf("the UNSAFE link's reason: %q", r)
+	}
+	if r := memory(t, with, uncertain).RoutingReason; !strings.HasPrefix(r, "UNCERTAIN") || !strings.HasSuffix(r, "recorded with its document, not fetched") {
+		t.Fatalf("the UNCERTAIN link's reason: %q", r)
+	}
+	if r := memory(t, with, safe).RoutingReason; !strings.HasPrefix(r, "SAFE") || !strings.HasSuffix(r, "fetched") {
+		t.Fatalf("the SAFE link's reason: %q", r)
+	}
+
+	// Indexed under the record policy, qualified under fetch.
+	later := run(t, true, qualifier.PolicyFetch)
+	if r := memory(t, later, uncertain).RoutingReason; !strings.HasPrefix(r, "UNCERTAIN") || !strings.HasSuffix(r, ": fetched") {
+		t.Fatalf("the UNCERTAIN link under the fetch policy: %q", r)
+	}
+	task, err := later.st.GetTask(ctx, "acme", store.TaskID(docID, store.KindLink, uncertain))
+	if err != nil || task.Attempts != 1 {
+		t.Fatalf("the link sent back ran %d times: %v", task.Attempts, err)
+	}
+	if r := memory(t, later, unsafe).RoutingReason; !strings.HasSuffix(r, "recorded with its document, not fetched") {
+		t.Fatalf("the UNSAFE link under the fetch policy: %q", r)
+	}
+	pack, err := later.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: "descale espresso page today"})
+	if err != nil || !slices.ContainsFunc(pack.Items, func(it kb.Item) bool { return strings.Contains(it.Content, "Page at /today") }) {
+		t.Fatalf("the page of the link sent back is not searchable: %v %+v", err, pack.Items)
 	}
 }

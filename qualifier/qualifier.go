@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/kb"
@@ -118,19 +119,9 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 	if cfg.Kinds == nil {
 		cfg.Kinds = kinds.Default()
 	}
-	switch cfg.UncertainLinks = cmp.Or(cfg.UncertainLinks, PolicyAuto); cfg.UncertainLinks {
-	case PolicyAuto:
-		cfg.UncertainLinks = PolicyRecord
-		if cfg.Agent != nil {
-			cfg.UncertainLinks = PolicyModel
-		}
-	case PolicyRecord, PolicyFetch:
-	case PolicyModel:
-		if cfg.Agent == nil {
-			return nil, errors.New("qualifier: uncertain-link policy model needs a qualifier model")
-		}
-	default:
-		return nil, fmt.Errorf("qualifier: uncertain-link policy %q is not %s, %s, %s or %s", cfg.UncertainLinks, PolicyAuto, PolicyRecord, PolicyFetch, PolicyModel)
+	var err error
+	if cfg.UncertainLinks, err = linkPolicy(cfg.UncertainLinks, cfg.Agent != nil); err != nil {
+		return nil, err
 	}
 	batch := cmp.Or(cfg.Batch, DefaultBatch)
 	if cfg.Agent != nil {
@@ -140,6 +131,56 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), BatchJobs: batch, MaxBatchJobs: grown(batch), LeaseFor: cfg.LeaseFor, BackoffBase: cfg.BackoffBase, PollInterval: cfg.PollInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger, Observe: cfg.Observe,
 	})
+}
+
+// linkPolicy is the uncertain-link policy p (Config.UncertainLinks) as it
+// applies, model saying whether there is a model: PolicyAuto resolved.
+func linkPolicy(p string, model bool) (string, error) {
+	switch p = cmp.Or(p, PolicyAuto); p {
+	case PolicyAuto:
+		if model {
+			return PolicyModel, nil
+		}
+		return PolicyRecord, nil
+	case PolicyRecord, PolicyFetch:
+		return p, nil
+	case PolicyModel:
+		if !model {
+			return "", errors.New("qualifier: uncertain-link policy model needs a qualifier model")
+		}
+		return p, nil
+	}
+	return "", fmt.Errorf("qualifier: uncertain-link policy %q is not %s, %s, %s or %s", p, PolicyAuto, PolicyRecord, PolicyFetch, PolicyModel)
+}
+
+// LinkTriage is the link policy as the indexers apply it
+// (indexers.Config.Links). A link the qualifier would record and not
+// fetch — neither SAFE, nor UNCERTAIN under PolicyFetch or PolicyModel —
+// is recorded by its document's DATA_PROCESSING task, and its own
+// LINK_PROCESSING task is made DONE, never claimed: a task's life in the
+// queue costs more than the record (BENCHMARKS.md). uncertain is
+// Config.UncertainLinks, model whether the qualifier has a model.
+func LinkTriage(st store.LinkPatterns, uncertain string, model bool) (indexers.LinkTriage, error) {
+	policy, err := linkPolicy(uncertain, model)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, client string) (indexers.LinkRecorder, error) {
+		patterns, err := st.ListLinkPatterns(ctx, client)
+		if err != nil {
+			return nil, err
+		}
+		return func(url string) bool {
+			verdict, _ := linksafety.Classify(url, patterns)
+			return !fetchedOrAsked(verdict, policy)
+		}, nil
+	}, nil
+}
+
+// fetchedOrAsked reports whether a link of verdict is fetched, or its
+// fetch decided by the model, under the uncertain-link policy.
+func fetchedOrAsked(verdict linksafety.Verdict, policy string) bool {
+	return verdict == linksafety.Safe || verdict == linksafety.Uncertain && policy != PolicyRecord
 }
 
 // BatchGrowth and MaxBatch bound how far a backlog grows the qualifier's
@@ -169,6 +210,11 @@ const ClassEmptyExtraction = "empty_extraction"
 // what an ingest error means for the task, and what follows the ingest.
 type plan struct {
 	req kb.IngestRequest
+	// links are the links a DATA_PROCESSING task records with its
+	// document (store.DataPayload.Recorded), ingested beside req; back
+	// the tasks of those it sends back to be run on their own.
+	links []recorded
+	back  []string
 	// apart: the task is run on its own (run), beside a batch, never in
 	// its sequence: it fetches a page.
 	apart  bool
@@ -176,10 +222,59 @@ type plan struct {
 	finish func(context.Context, kb.IngestResult) (finished, error)
 }
 
+// recorded is a link recorded with its document: what it ingests, and its
+// LINK_PROCESSING task's TaskMemory but for what the ingest wrote.
+type recorded struct {
+	url string
+	req kb.IngestRequest
+	mem store.TaskMemory
+}
+
+// requests are what p ingests: its task's request, then its links'.
+func (p *plan) requests() []kb.IngestRequest {
+	reqs := make([]kb.IngestRequest, 0, 1+len(p.links))
+	reqs = append(reqs, p.req)
+	for _, l := range p.links {
+		reqs = append(reqs, l.req)
+	}
+	return reqs
+}
+
+// settle finishes p once its requests were ingested (res and errs in the
+// order of requests). A link the knowledge base refuses (a validation
+// error) is left out with a warning on the task; any other error fails
+// the task, to be retried whole.
+func (p *plan) settle(ctx context.Context, res []kb.IngestResult, errs []error) (finished, error) {
+	if errs[0] != nil {
+		return finished{}, p.failed(errs[0])
+	}
+	main := res[0]
+	mems := make([]store.TaskMemory, len(p.links))
+	for i, l := range p.links {
+		mems[i] = l.mem
+		switch err := errs[1+i]; {
+		case err == nil:
+			r := res[1+i]
+			mems[i].GraphNodeKeys, mems[i].RAGDocumentIDs, mems[i].Warnings = r.Nodes, r.Chunks, r.Warnings
+		case isMalformed(err):
+			mems[i].RoutingReason = fmt.Sprintf("not recorded: %v", err)
+			main.Warnings = append(main.Warnings, fmt.Sprintf("link %s not recorded: %v", l.url, err))
+		default:
+			return finished{}, fmt.Errorf("link %s: %w", l.url, err)
+		}
+	}
+	f, err := p.finish(ctx, main)
+	f.links, f.back = mems, p.back
+	return f, err
+}
+
 // finished is what a task leaves once its knowledge is written: its
-// TaskMemory, the identity facts its document states, its outcome.
+// TaskMemory (and its recorded links' tasks'), the identity facts its
+// document states, its outcome.
 type finished struct {
 	mem    store.TaskMemory
+	links  []store.TaskMemory
+	back   []string // recorded links' tasks sent back to NEW
 	facts  *store.IdentityFactSet
 	result worker.Result
 }
@@ -240,11 +335,18 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 
 // run qualifies one planned task on its own: ingest, finish, save.
 func (q *Qualifier) run(ctx context.Context, p *plan) (worker.Result, error) {
-	res, err := q.cfg.KB.Ingest(ctx, p.req)
-	if err != nil {
-		return worker.Result{}, p.failed(err)
+	var f finished
+	var err error
+	if len(p.links)+len(p.back) > 0 {
+		res, errs := q.cfg.KB.IngestBatch(ctx, p.requests())
+		f, err = p.settle(ctx, res, errs)
+	} else {
+		res, ierr := q.cfg.KB.Ingest(ctx, p.req)
+		if ierr != nil {
+			return worker.Result{}, p.failed(ierr)
+		}
+		f, err = p.finish(ctx, res)
 	}
-	f, err := p.finish(ctx, res)
 	if err != nil {
 		return worker.Result{}, err
 	}
@@ -276,20 +378,18 @@ func (q *Qualifier) HandleBatch(ctx context.Context, jobs []worker.Job[store.Tas
 			plans, at = append(plans, p), append(at, i)
 		}
 	}
-	reqs := make([]kb.IngestRequest, len(plans))
+	var reqs []kb.IngestRequest
+	from := make([]int, len(plans)) // plans[n]'s requests start at reqs[from[n]]
 	for n, p := range plans {
-		reqs[n] = p.req
+		from[n] = len(reqs)
+		reqs = append(reqs, p.requests()...)
 	}
 	results, errs := q.cfg.KB.IngestBatch(ctx, reqs)
 	var fs []finished
 	var fat []int // fs[n] is jobs[fat[n]]'s
 	for n, p := range plans {
-		i := at[n]
-		if errs[n] != nil {
-			out[i].Err = p.failed(errs[n])
-			continue
-		}
-		f, err := p.finish(ctx, results[n])
+		i, to := at[n], from[n]+1+len(p.links)
+		f, err := p.settle(ctx, results[from[n]:to], errs[from[n]:to])
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -309,17 +409,29 @@ func (q *Qualifier) HandleBatch(ctx context.Context, jobs []worker.Job[store.Tas
 	return out
 }
 
-// save writes what finished tasks leave: identity facts, then TaskMemory.
+// save writes what finished tasks leave: the recorded links' tasks sent
+// back, identity facts, then TaskMemory.
 func (q *Qualifier) save(ctx context.Context, fs []finished) error {
 	var sets []store.IdentityFactSet
 	var mems []store.TaskMemory
+	var back []store.TaskTransition
 	said := false
 	for _, f := range fs {
+		for _, id := range f.back {
+			back = append(back, store.TaskTransition{ID: id, From: store.TaskDone, To: store.TaskNew, ResetAttempts: true, Reason: "link policy: the link is now fetched or asked about"})
+		}
 		if f.facts != nil {
 			sets = append(sets, *f.facts)
 			said = said || len(f.facts.Facts) > 0
 		}
 		mems = append(mems, f.mem)
+		mems = append(mems, f.links...)
+	}
+	// One already sent back (a redo) is a conflict: nothing to do.
+	if len(back) > 0 {
+		if err := q.cfg.Store.TransitionTasks(ctx, back); err != nil && !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("links sent back: %w", err)
+		}
 	}
 	if len(sets) > 0 {
 		if err := q.cfg.Store.PutIdentityFactSets(ctx, sets); err != nil {
@@ -351,11 +463,34 @@ func (q *Qualifier) plan(ctx context.Context, t store.Task, l *lookups) (*plan, 
 	if t.Kind == store.KindLink {
 		return q.planLink(ctx, t, doc, namespaces, l)
 	}
+	var data store.DataPayload
+	if err := json.Unmarshal(t.Payload, &data); len(t.Payload) > 0 && err != nil {
+		return nil, worker.Permanent(fmt.Errorf("task %s: data payload: %v", t.ID, err))
+	}
 	shape := l.shape(doc)
 	structure := rules.Structure(shape, doc)
 	structure.MentionNamespaces = namespaces
+	var links []recorded
+	var back []string
+	if len(data.Recorded) > 0 {
+		patterns, err := l.linkPatterns(ctx, t.Client)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range data.Recorded {
+			verdict, why := linksafety.Classify(r.URL, patterns)
+			if fetchedOrAsked(verdict, q.cfg.UncertainLinks) { // the policy changed since: the link's own task
+				back = append(back, r.Task)
+				continue
+			}
+			req, evidence := linkRecord(r.Task, doc, shape.Main, r.URL, doc.Normalized.Title, r.Context, verdict, namespaces)
+			links = append(links, recorded{url: r.URL, req: req, mem: linkMemory(r.Task, t, doc, evidence, fmt.Sprintf("%s (%s): recorded with its document, not fetched", verdict, why))})
+		}
+	}
 	return &plan{
-		req: structure,
+		req:   structure,
+		links: links,
+		back:  back,
 		failed: func(err error) error {
 			if isMalformed(err) {
 				return worker.Malformed(fmt.Errorf("document %s: %w", doc.ExternalID, err))
@@ -486,18 +621,10 @@ func (q *Qualifier) planLink(ctx context.Context, t store.Task, doc store.Docume
 		}
 		fetch, why = d.Fetch, why+"; "+d.Reason
 	}
-	evidence := "Link " + p.URL + " found in " + cmp.Or(p.Title, doc.ExternalID)
-	if p.Context != "" {
-		evidence += ":\n\n" + p.Context
-	}
+	req, evidence := linkRecord(t.ID, doc, l.shape(doc).Main, p.URL, p.Title, p.Context, verdict, namespaces)
 	return &plan{
 		apart: fetch,
-		req: kb.IngestRequest{
-			Client: t.Client, MainNode: linkRef, Props: map[string]any{"url": p.URL, "verdict": string(verdict)},
-			Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: l.shape(doc).Main}},
-			SourceURN: "link:" + t.ID, SourceType: string(doc.SourceType), Kind: kb.KindLink, ObservedAt: doc.ObservedAt,
-			MentionNamespaces: namespaces,
-		},
+		req:   req,
 		failed: func(err error) error {
 			if isMalformed(err) {
 				return worker.Malformed(fmt.Errorf("link %s: %w", p.URL, err))
@@ -512,16 +639,36 @@ func (q *Qualifier) planLink(ctx context.Context, t store.Task, doc store.Docume
 					return finished{}, err
 				}
 			}
-			return finished{
-				mem: store.TaskMemory{
-					TaskID: t.ID, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: evidence,
-					GraphNodeKeys: res.Nodes, RAGDocumentIDs: res.Chunks, RoutingDecision: store.TaskDone, RoutingReason: reason,
-					SourceType: doc.SourceType, SourceID: doc.ID, Warnings: res.Warnings,
-				},
-				result: worker.Result{Next: rules.Done, Usage: usage},
-			}, nil
+			mem := linkMemory(t.ID, t, doc, evidence, reason)
+			mem.GraphNodeKeys, mem.RAGDocumentIDs, mem.Warnings = res.Nodes, res.Chunks, res.Warnings
+			return finished{mem: mem, result: worker.Result{Next: rules.Done, Usage: usage}}, nil
 		},
 	}, nil
+}
+
+// linkRecord is what records a link of doc (its task's ID task, its
+// document's main node main, found in the item titled title): a link node
+// found_in the main node, with the text around the link as its evidence
+// (returned too: the task's context summary).
+func linkRecord(task string, doc store.Document, main, url, title, context string, verdict linksafety.Verdict, namespaces []string) (kb.IngestRequest, string) {
+	linkRef := kb.BoundedRef("link", url)
+	evidence := "Link " + url + " found in " + cmp.Or(title, doc.ExternalID)
+	if context != "" {
+		evidence += ":\n\n" + context
+	}
+	return kb.IngestRequest{
+		Client: doc.Client, MainNode: linkRef, Props: map[string]any{"url": url, "verdict": string(verdict)},
+		Content: evidence, Relations: []kb.MetaRelation{{From: linkRef, Type: "found_in", To: main}},
+		SourceURN: "link:" + task, SourceType: string(doc.SourceType), Kind: kb.KindLink, ObservedAt: doc.ObservedAt,
+		MentionNamespaces: namespaces,
+	}, evidence
+}
+
+// linkMemory is the TaskMemory of the link task task of doc, made by or
+// with t, but for what its ingest wrote.
+func linkMemory(task string, t store.Task, doc store.Document, evidence, reason string) store.TaskMemory {
+	return store.TaskMemory{TaskID: task, CorrelationID: t.CorrelationID, Client: t.Client, ContextSummary: evidence,
+		RoutingDecision: store.TaskDone, RoutingReason: reason, SourceType: doc.SourceType, SourceID: doc.ID}
 }
 
 // fetchLink fetches a recorded link's page, unless it was already, and

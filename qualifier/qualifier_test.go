@@ -218,11 +218,17 @@ func benchmarkQualify(b *testing.B, batch int) {
 // only document) is indexed and its tasks are queued.
 func (e env) indexEmail(t *testing.T, externalID, title, body string) {
 	t.Helper()
+	e.indexEmailWith(t, nil, externalID, title, body)
+}
+
+// indexEmailWith is indexEmail with the indexer's links triaged by links.
+func (e env) indexEmailWith(t *testing.T, links indexers.LinkTriage, externalID, title, body string) {
+	t.Helper()
 	if _, _, err := e.st.PutDocument(t.Context(), store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: externalID, Raw: []byte(body),
 		Normalized: store.Normalized{Title: title, Body: body, Metadata: map[string]any{"from": "ann@acme.test", "fromName": "Ann"}}}); err != nil {
 		t.Fatal(err)
 	}
-	ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
+	ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond, Links: links})
 	runUntil(t, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == 1 }, e.st)
 }
 

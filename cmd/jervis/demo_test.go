@@ -36,8 +36,10 @@ func TestImportDemoCorpusTwice(t *testing.T) {
 		t.Fatalf("summary: %s", out)
 	}
 	st := statusOf(t, data)
-	links := st.TasksByKind["LINK_PROCESSING"]["NEW"]
-	// Links are per document (replies quote without links): 217 in all.
+	// Links are per document (replies quote without links): 217 in all,
+	// each recorded with its document under the default link policy, its
+	// task made DONE (qualifier.LinkTriage).
+	links := st.TasksByKind["LINK_PROCESSING"]["DONE"]
 	if st.Documents["INDEXED"] != 339 || st.Documents["QUARANTINED"] != 0 || st.TasksByKind["DATA_PROCESSING"]["NEW"] != 339 || links != 217 {
 		t.Fatalf("after import: documents %v tasks %v", st.Documents, st.TasksByKind)
 	}
@@ -45,7 +47,7 @@ func TestImportDemoCorpusTwice(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "339 documents (0 new versions, 339 unchanged)") {
 		t.Fatalf("second import: %s", out)
 	}
-	if again := statusOf(t, data); again.TasksByKind["LINK_PROCESSING"]["NEW"] != links || again.Documents["INDEXED"] != 339 {
+	if again := statusOf(t, data); again.TasksByKind["LINK_PROCESSING"]["DONE"] != links || again.Documents["INDEXED"] != 339 {
 		t.Fatalf("second import changed counts: %v %v", again.Documents, again.TasksByKind)
 	}
 }

@@ -240,7 +240,7 @@ func (a *app) drain(ctx context.Context, st store.Store, k *embedded.KB) (indexe
 // says so (documents still arriving). What is stored through st wakes the
 // loops, as in serve.
 func (a *app) drainWhile(ctx context.Context, st *store.Waking, k *embedded.KB, done func() bool) (indexed, qualified time.Duration, err error) {
-	ix, err := a.indexers(st)
+	ix, err := a.indexers(st, qualifier.PolicyRecord, nil)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/pollers/importer"
+	"github.com/jervis-dev/jervis/qualifier"
 )
 
 // importSummary is what an import stored and, when it indexed, what the
@@ -114,7 +115,7 @@ func (a *app) importWith(ctx context.Context, st store.Store, im *importer.Impor
 
 // indexAll runs the indexer loop until no document is NEW or INDEXING.
 func (a *app) indexAll(ctx context.Context, st store.Store) error {
-	ix, err := a.indexers(st)
+	ix, err := a.indexers(st, a.cfg.Qualifier.UncertainLinks, nil)
 	if err != nil {
 		return err
 	}
@@ -134,10 +135,16 @@ func (a *app) indexAll(ctx context.Context, st store.Store) error {
 }
 
 // indexers returns the indexer loop as configured (it polls as serve's
-// does: what is stored through a store.Waking wakes it at once).
-func (a *app) indexers(st store.Store) (*worker.Worker[store.Document], error) {
+// does: what is stored through a store.Waking wakes it at once), the
+// links it records with their documents those the qualifier would record
+// under the uncertain-link policy given (qualifier.LinkTriage).
+func (a *app) indexers(st store.Store, uncertainLinks string, observe func(string, worker.Outcome, time.Duration)) (*worker.Worker[store.Document], error) {
+	links, err := qualifier.LinkTriage(st, uncertainLinks, a.cfg.Qualifier.Model != "")
+	if err != nil {
+		return nil, err
+	}
 	return indexers.New(st, indexers.Config{Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
-		PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log})
+		PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log, Observe: observe, Links: links})
 }
 
 // runWhile runs the loops until done accepts the store's counts (read

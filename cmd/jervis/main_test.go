@@ -130,7 +130,7 @@ func TestServeIndexesStoredDocuments(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Documents["INDEXED"] != 1 || st.TasksByKind["DATA_PROCESSING"]["NEW"] != 1 || st.TasksByKind["LINK_PROCESSING"]["NEW"] != 1 {
+	if st.Documents["INDEXED"] != 1 || st.TasksByKind["DATA_PROCESSING"]["NEW"] != 1 || st.TasksByKind["LINK_PROCESSING"]["DONE"] != 1 { // the link recorded with its document
 		t.Fatalf("after serving: %s", out)
 	}
 }

@@ -62,7 +62,7 @@ func TestServePollsAFiledropConnection(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
 	<-done
-	if st.Documents["INDEXED"] != 1 || st.TasksByKind["LINK_PROCESSING"]["NEW"] != 1 {
+	if st.Documents["INDEXED"] != 1 || st.TasksByKind["LINK_PROCESSING"]["DONE"] != 1 { // recorded with its document
 		t.Fatalf("dropped file not indexed: %+v\n%s", st.Documents, logs.String())
 	}
 	// The unreachable IMAP connection failed without stalling the drop, and

@@ -17,7 +17,6 @@ import (
 
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/executor"
-	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/config"
 	"github.com/jervis-dev/jervis/internal/llmtools"
 	"github.com/jervis-dev/jervis/internal/metrics"
@@ -82,10 +81,7 @@ func (a *app) serve(parent context.Context) error {
 	var wakeIndexers, wakeQualifier store.Waker
 	m := metrics.New(st.Stats, log)
 	if a.cfg.HasRole("indexers") {
-		ix, err := indexers.New(waking, indexers.Config{
-			Concurrency: a.cfg.Indexers.Concurrency, BatchSize: a.cfg.Indexers.BatchSize,
-			PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: log, Observe: m.ObserveJob,
-		})
+		ix, err := a.indexers(waking, a.cfg.Qualifier.UncertainLinks, m.ObserveJob)
 		if err != nil {
 			return err
 		}

@@ -44,8 +44,9 @@ func PrepareDocument(doc Document, now time.Time) (Document, error) {
 	return doc, nil
 }
 
-// PrepareTask validates t and fills in its ID (when empty), state and
-// limits. Backends call it for each task in EnqueueTasks.
+// PrepareTask validates t and fills in its ID (when empty), state (NEW,
+// unless t is made DONE) and limits. Backends call it for each task in
+// EnqueueTasks.
 func PrepareTask(t Task, now time.Time) (Task, error) {
 	switch {
 	case strings.TrimSpace(t.Client) == "":
@@ -75,7 +76,11 @@ func PrepareTask(t Task, now time.Time) (Task, error) {
 	if t.MaxAttempts <= 0 {
 		t.MaxAttempts = DefaultMaxAttempts
 	}
-	t.State = TaskNew
+	// A task may be made DONE: settled as it is made (a link its
+	// document's DATA_PROCESSING task records, DataPayload.Recorded).
+	if t.State != TaskDone {
+		t.State = TaskNew
+	}
 	t.Attempts = 0
 	t.LeaseOwner, t.LeaseUntil, t.LastError, t.Result = "", time.Time{}, nil, nil
 	t.Usage = Usage{}
@@ -291,4 +296,15 @@ func TaskMemoryEvent(m TaskMemory, now time.Time) Event {
 func DocumentStoredEvent(doc Document, now time.Time) Event {
 	data, _ := json.Marshal(map[string]any{"sourceType": doc.SourceType, "externalId": doc.ExternalID, "version": doc.Version, "connection": doc.Connection})
 	return Event{At: now, Client: doc.Client, Aggregate: AggregateDocument, AggregateID: doc.ID, Type: EventDocumentStored, Data: data}
+}
+
+// TaskCreatedData is the data of a task's EventTaskCreated: its kind,
+// document and correlation, and its state when it was made DONE.
+func TaskCreatedData(t Task) json.RawMessage {
+	m := map[string]any{"kind": t.Kind, "sourceDoc": t.SourceDoc, "correlationId": t.CorrelationID}
+	if t.State == TaskDone {
+		m["state"] = t.State
+	}
+	data, _ := json.Marshal(m)
+	return data
 }

@@ -171,6 +171,20 @@ type DataPayload struct {
 	Title      string     `json:"title,omitempty"`
 	Links      []string   `json:"links,omitempty"`
 	Summary    string     `json:"summary"`
+	// Recorded are the links this task records with its document: their
+	// LINK_PROCESSING tasks were made DONE, since none was to be fetched
+	// and no model was to decide it (indexers.Config.Links). The
+	// qualifier classifies them again: one the policy of the day fetches
+	// or asks about, it sends its task back to NEW instead.
+	Recorded []RecordedLink `json:"recorded,omitempty"`
+}
+
+// RecordedLink is a link a DATA_PROCESSING task records with its document:
+// what its own LINK_PROCESSING task would have recorded.
+type RecordedLink struct {
+	Task    string `json:"task"` // its LINK_PROCESSING task, made DONE
+	URL     string `json:"url"`
+	Context string `json:"context,omitempty"`
 }
 
 // Kind is the kind of the tasks that carry it.

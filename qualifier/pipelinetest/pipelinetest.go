@@ -34,7 +34,11 @@ func DrainKinds(t testing.TB, st store.Store, k *kb.KB, kinds *pollers.Registry,
 // knowledge base and poll interval set here).
 func DrainWith(t testing.TB, st store.Store, k *kb.KB, cfg qualifier.Config) {
 	t.Helper()
-	ix, err := indexers.New(st, indexers.Config{Kinds: cfg.Kinds, PollInterval: 10 * time.Millisecond})
+	links, err := qualifier.LinkTriage(st, cfg.UncertainLinks, cfg.Agent != nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := indexers.New(st, indexers.Config{Kinds: cfg.Kinds, PollInterval: 10 * time.Millisecond, Links: links})
 	if err != nil {
 		t.Fatal(err)
 	}

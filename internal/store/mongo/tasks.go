@@ -105,8 +105,7 @@ func (s *Store) EnqueueTasks(ctx context.Context, tasks ...store.Task) (int, err
 			return 0, fmt.Errorf("task %d: %w: payload: not valid JSON", i, store.ErrInvalid)
 		}
 		r := toTaskRecord(p)
-		data, _ := json.Marshal(map[string]any{"kind": p.Kind, "sourceDoc": p.SourceDoc, "correlationId": p.CorrelationID})
-		r.Outbox = []eventRecord{toEventRecord(outboxKey(p.ID, 0), store.Event{At: now, Client: p.Client, Aggregate: store.AggregateTask, AggregateID: p.ID, Type: store.EventTaskCreated, Data: data})}
+		r.Outbox = []eventRecord{toEventRecord(outboxKey(p.ID, 0), store.Event{At: now, Client: p.Client, Aggregate: store.AggregateTask, AggregateID: p.ID, Type: store.EventTaskCreated, Data: store.TaskCreatedData(p)})}
 		recs = append(recs, r)
 		ids = append(ids, p.ID)
 	}

@@ -111,8 +111,7 @@ func (s *Store) EnqueueTasks(ctx context.Context, tasks ...store.Task) (int, err
 				continue
 			}
 			inserted++
-			data, _ := json.Marshal(map[string]any{"kind": t.Kind, "sourceDoc": t.SourceDoc, "correlationId": t.CorrelationID})
-			if _, err := appendEvent(ctx, tx, store.Event{At: now, Client: t.Client, Aggregate: store.AggregateTask, AggregateID: t.ID, Type: store.EventTaskCreated, Data: data}); err != nil {
+			if _, err := appendEvent(ctx, tx, store.Event{At: now, Client: t.Client, Aggregate: store.AggregateTask, AggregateID: t.ID, Type: store.EventTaskCreated, Data: store.TaskCreatedData(t)}); err != nil {
 				return err
 			}
 		}
