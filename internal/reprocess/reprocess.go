@@ -2,7 +2,8 @@
 // pipeline. The knowledge base is a projection of the source documents
 // (ARCHITECTURE §1): a replay sends the selected documents back to the
 // indexers (state NEW) and their finished tasks back to the qualifier (state
-// NEW, attempts reset), which rebuild what they produced — and, IDs being
+// NEW, attempts reset; a link task made DONE when indexed stays, its
+// document's task records it again), which rebuild what they produced — and, IDs being
 // deterministic, rebuild it under the same node keys, edge keys and chunk
 // IDs. With Wipe the client's projection is deleted first, so that what is
 // rebuilt is all there is.

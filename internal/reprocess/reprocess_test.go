@@ -61,10 +61,19 @@ func (e env) load(t *testing.T, client string) int {
 	return n
 }
 
-// drain runs the indexers and the qualifier until nothing is waiting.
-func (e env) drain(t *testing.T) store.Stats {
+// drain runs the indexers and the qualifier until nothing is waiting; the
+// links only recorded are recorded with their documents when recorded
+// (as serve runs them), each by its own task otherwise.
+func (e env) drain(t *testing.T, recorded bool) store.Stats {
 	t.Helper()
-	ix, err := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond})
+	var links indexers.LinkTriage
+	if recorded {
+		var err error
+		if links, err = qualifier.LinkTriage(e.st, "", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ix, err := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond, Links: links})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,13 +132,38 @@ func (e env) snapshot(t *testing.T, client string) []string {
 	return slices.Compact(out)
 }
 
+// Links each recorded by its own task, and links recorded with their
+// documents (their tasks made DONE when indexed, left by the replay to
+// their documents' tasks), are rebuilt alike.
 func TestWipeAndReprocessRebuildsTheSameProjection(t *testing.T) {
 	t.Parallel()
+	for _, recorded := range []bool{false, true} {
+		t.Run(fmt.Sprint("recorded with their documents=", recorded), func(t *testing.T) {
+			t.Parallel()
+			wipeAndReprocess(t, recorded)
+		})
+	}
+}
+
+func wipeAndReprocess(t *testing.T, recorded bool) {
 	e := newEnv(t)
 	docs := e.load(t, "demo")
 	e.load(t, "other") // a second client, untouched by demo's replay
-	before := e.drain(t)
+	before := e.drain(t, recorded)
 	want := e.snapshot(t, "demo")
+	links, err := e.st.ListTasks(t.Context(), store.TaskQuery{Client: "demo", Kind: store.KindLink, State: store.TaskDone, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := 0 // DONE when indexed: never claimed
+	for _, l := range links {
+		if l.Attempts == 0 {
+			made++
+		}
+	}
+	if recorded != (made > 0) || made > 0 && made != len(links) {
+		t.Fatalf("%d of %d link tasks made DONE when indexed", made, len(links))
+	}
 	other := e.snapshot(t, "other")
 	if len(want) < 1000 {
 		t.Fatalf("a projection of %d lines is too small to prove anything", len(want))
@@ -140,7 +174,7 @@ func TestWipeAndReprocessRebuildsTheSameProjection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dry.Selected != docs || dry.Processed != docs || dry.DocumentsReset != docs || dry.TasksReset != int(finished(before.TasksByClient["demo"])) || dry.Wiped {
+	if dry.Selected != docs || dry.Processed != docs || dry.DocumentsReset != docs || dry.TasksReset != int(finished(before.TasksByClient["demo"]))-made || dry.Wiped {
 		t.Fatalf("dry run %+v for %d documents, stats before %v", dry, docs, before.Tasks)
 	}
 	if after, _ := e.st.Stats(t.Context()); fmt.Sprint(after.Tasks) != fmt.Sprint(before.Tasks) || !slices.Equal(e.snapshot(t, "demo"), want) {
@@ -159,7 +193,7 @@ func TestWipeAndReprocessRebuildsTheSameProjection(t *testing.T) {
 	if counts, _ := e.graph.For("demo").CountByType(t.Context()); len(counts) != 0 {
 		t.Fatalf("wiped graph still has %v", counts)
 	}
-	e.drain(t)
+	e.drain(t, recorded)
 	got := e.snapshot(t, "demo")
 	if !slices.Equal(got, want) {
 		missing, extra := diff(want, got), diff(got, want)
