@@ -53,12 +53,9 @@ type Config struct {
 	Links LinkTriage
 }
 
-// LinkTriage returns one client's LinkRecorder.
-type LinkTriage func(ctx context.Context, client string) (LinkRecorder, error)
-
-// LinkRecorder says whether a link is recorded with its document: no page
-// to fetch, no model to ask.
-type LinkRecorder func(url string) bool
+// LinkTriage returns, for one client, whether a link is recorded with its
+// document: no page to fetch, no model to ask.
+type LinkTriage func(ctx context.Context, client string) (record func(url string) bool, err error)
 
 // Indexer turns one document into its tasks. It is the worker.Handler of
 // the indexer loop; New builds the loop.
@@ -134,8 +131,8 @@ func (ix *Indexer) triage() LinkTriage {
 	if ix.links == nil {
 		return nil
 	}
-	read := map[string]LinkRecorder{}
-	return func(ctx context.Context, client string) (LinkRecorder, error) {
+	read := map[string]func(string) bool{}
+	return func(ctx context.Context, client string) (func(string) bool, error) {
 		if f, ok := read[client]; ok {
 			return f, nil
 		}
@@ -173,7 +170,7 @@ func (ix *Indexer) tasksOf(ctx context.Context, doc store.Document, triage LinkT
 
 	title := cmp.Or(n.Title, doc.ExternalID)
 	data := store.DataPayload{SourceType: doc.SourceType, ExternalID: doc.ExternalID, Version: doc.Version, Title: n.Title, Summary: summary(kind.About().Noun, doc, found)}
-	var record LinkRecorder
+	var record func(string) bool
 	if triage != nil && len(found) > 0 {
 		var err error
 		if record, err = triage(ctx, doc.Client); err != nil {

@@ -133,7 +133,7 @@ func TestIndexerMakesRecordedLinksTasksDone(t *testing.T) {
 	s := openStore(t)
 	ctx := t.Context()
 	var asked atomic.Int32
-	triage := func(_ context.Context, client string) (indexers.LinkRecorder, error) {
+	triage := func(_ context.Context, client string) (func(string) bool, error) {
 		asked.Add(1)
 		return func(url string) bool { return !strings.Contains(url, "wiki.acme.test") }, nil
 	}

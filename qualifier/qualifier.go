@@ -26,7 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/worker"
 	"github.com/jervis-dev/jervis/kb"
@@ -160,12 +159,12 @@ func linkPolicy(p string, model bool) (string, error) {
 // LINK_PROCESSING task is made DONE, never claimed: a task's life in the
 // queue costs more than the record (BENCHMARKS.md). uncertain is
 // Config.UncertainLinks, model whether the qualifier has a model.
-func LinkTriage(st store.LinkPatterns, uncertain string, model bool) (indexers.LinkTriage, error) {
+func LinkTriage(st store.LinkPatterns, uncertain string, model bool) (func(ctx context.Context, client string) (record func(url string) bool, err error), error) {
 	policy, err := linkPolicy(uncertain, model)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, client string) (indexers.LinkRecorder, error) {
+	return func(ctx context.Context, client string) (func(string) bool, error) {
 		patterns, err := st.ListLinkPatterns(ctx, client)
 		if err != nil {
 			return nil, err
