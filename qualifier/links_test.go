@@ -317,3 +317,48 @@ func TestLinksRecordedWithTheirDocument(t *testing.T) {
 		t.Fatalf("the page of the link sent back is not searchable: %v %+v", err, pack.Items)
 	}
 }
+
+// A batch whose data tasks carry more recorded links than one write
+// takes is written in parts, and each link's results reach its own
+// TaskMemory: its chunk is its found_in edge's evidence.
+func TestRecordedLinksOfABatchWrittenInParts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	links, err := qualifier.LinkTriage(e.st, qualifier.PolicyRecord, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	for i := range 6 {
+		id := fmt.Sprintf("m%d@acme.test", i)
+		body := fmt.Sprintf("Build %d: see https://ci.example.com/%d/log, https://wiki.example.com/%d and https://github.com/acme/app/pull/%d.", i, i, i, i)
+		if _, _, err := e.st.PutDocument(ctx, store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: id, Raw: []byte(body),
+			Normalized: store.Normalized{Title: "Build", Body: body, Metadata: map[string]any{"from": "ann@acme.test"}}}); err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, store.DocumentID("acme", store.SourceEmail, id, store.ContentHash([]byte(body))))
+	}
+	ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond, Links: links})
+	runUntil(t, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == 6 }, e.st)
+	// Batches of 2 tasks (8 grown): writes of at most 4 requests, a task's 4.
+	q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, Batch: 2, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, q, func(s store.Stats) bool { return s.TasksByKind["DATA_PROCESSING"]["NEW"]+s.Tasks["QUALIFICATION_IN_PROGRESS"] == 0 }, e.st)
+	for i, doc := range docs {
+		source, _ := kb.ParseRef(fmt.Sprintf("email:m%d@acme.test", i))
+		for _, u := range []string{fmt.Sprintf("https://ci.example.com/%d/log", i), fmt.Sprintf("https://wiki.example.com/%d", i), fmt.Sprintf("https://github.com/acme/app/pull/%d", i)} {
+			mem, err := e.st.GetTaskMemory(ctx, "acme", store.TaskID(doc, store.KindLink, u))
+			if err != nil || len(mem.RAGDocumentIDs) != 1 {
+				t.Fatalf("%s: %+v %v", u, mem, err)
+			}
+			link, _ := kb.ParseRef("link:" + u)
+			edge, err := e.graph.For("acme").Edge(ctx, graph.EdgeKey("found_in", link.String(), source.String()))
+			if err != nil || !slices.Equal(edge.EvidenceChunkIDs, mem.RAGDocumentIDs) {
+				t.Fatalf("%s found_in: %+v %v; its memory's chunks %v", u, edge, err, mem.RAGDocumentIDs)
+			}
+		}
+	}
+}
