@@ -15,6 +15,7 @@ import (
 
 	"github.com/jervis-dev/jervis/indexers"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/internal/urgency"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/graph"
 	"github.com/jervis-dev/jervis/pollers"
@@ -318,9 +319,9 @@ func TestLinksRecordedWithTheirDocument(t *testing.T) {
 	}
 }
 
-// A batch whose data tasks carry more recorded links than one write
-// takes is written in parts, and each link's results reach its own
-// TaskMemory: its chunk is its found_in edge's evidence.
+// While live documents come, a batch whose data tasks carry more recorded
+// links than one write takes is written in parts, and each link's results
+// reach its own TaskMemory: its chunk is its found_in edge's evidence.
 func TestRecordedLinksOfABatchWrittenInParts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -341,12 +342,28 @@ func TestRecordedLinksOfABatchWrittenInParts(t *testing.T) {
 	}
 	ix, _ := indexers.New(e.st, indexers.Config{PollInterval: 10 * time.Millisecond, Links: links})
 	runUntil(t, ix, func(s store.Stats) bool { return s.Documents["INDEXED"] == 6 }, e.st)
-	// Batches of 2 tasks (8 grown): writes of at most 4 requests, a task's 4.
+	// Batches of 2 tasks (8 grown): while live documents come, writes of
+	// at most 4 requests, a task's 4.
 	q, err := qualifier.New(qualifier.Config{Store: e.st, KB: e.kb, Batch: 2, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runUntil(t, q, func(s store.Stats) bool { return s.TasksByKind["DATA_PROCESSING"]["NEW"]+s.Tasks["QUALIFICATION_IN_PROGRESS"] == 0 }, e.st)
+	live, stop := time.NewTicker(10*time.Millisecond), make(chan struct{})
+	defer live.Stop()
+	go func() {
+		for {
+			urgency.With(ctx) // as a live document's work does
+			select {
+			case <-live.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	runUntil(t, q, func(s store.Stats) bool {
+		return s.TasksByKind["DATA_PROCESSING"]["NEW"]+s.Tasks["QUALIFICATION_IN_PROGRESS"] == 0
+	}, e.st)
+	close(stop)
 	for i, doc := range docs {
 		source, _ := kb.ParseRef(fmt.Sprintf("email:m%d@acme.test", i))
 		for _, u := range []string{fmt.Sprintf("https://ci.example.com/%d/log", i), fmt.Sprintf("https://wiki.example.com/%d", i), fmt.Sprintf("https://github.com/acme/app/pull/%d", i)} {

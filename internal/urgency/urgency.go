@@ -3,15 +3,34 @@
 // it before bulk work queued earlier.
 package urgency
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
 
 type key struct{}
 
-// With returns ctx marked urgent.
-func With(ctx context.Context) context.Context { return context.WithValue(ctx, key{}, true) }
+// last is when With was last called (Unix nanoseconds; 0: never).
+var last atomic.Int64
+
+// With returns ctx marked urgent, and notes that urgent work was seen now
+// (Recent).
+func With(ctx context.Context) context.Context {
+	last.Store(time.Now().UnixNano())
+	return context.WithValue(ctx, key{}, true)
+}
 
 // Of reports whether ctx is marked urgent.
 func Of(ctx context.Context) bool {
 	u, _ := ctx.Value(key{}).(bool)
 	return u
+}
+
+// Recent reports whether urgent work was marked (With) in this process
+// within d: bulk work may then keep its writes short, since urgent work
+// that comes waits for the write in flight.
+func Recent(d time.Duration) bool {
+	at := last.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) <= d
 }

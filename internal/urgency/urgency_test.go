@@ -3,6 +3,7 @@ package urgency_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jervis-dev/jervis/internal/urgency"
 )
@@ -20,5 +21,16 @@ func TestWithAndOf(t *testing.T) {
 	defer cancel()
 	if !urgency.Of(child) {
 		t.Fatal("urgency is not inherited")
+	}
+}
+
+func TestRecentSaysUrgentWorkWasSeen(t *testing.T) {
+	urgency.With(context.Background())
+	if !urgency.Recent(time.Minute) {
+		t.Fatal("urgent work marked now is not recent")
+	}
+	time.Sleep(5 * time.Millisecond)
+	if urgency.Recent(time.Millisecond) {
+		t.Fatal("urgent work marked 5 ms ago is recent within 1 ms")
 	}
 }
