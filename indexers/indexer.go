@@ -185,11 +185,9 @@ func (ix *Indexer) tasksOf(ctx context.Context, doc store.Document, triage LinkT
 			return nil, worker.Permanent(fmt.Errorf("document %s: link payload: %w", doc.ID, err))
 		}
 		t := store.Task{ID: store.TaskID(doc.ID, store.KindLink, l.URL), Kind: store.KindLink, Client: doc.Client, SourceDoc: doc.ID, Payload: p, CorrelationID: doc.ID, Priority: doc.Priority}
-		if record != nil {
-			if record(l.URL) {
-				t.State = store.TaskDone
-				data.Recorded = append(data.Recorded, store.RecordedLink{Task: t.ID, URL: l.URL, Context: l.Context})
-			}
+		if record != nil && record(l.URL) {
+			t.State = store.TaskDone
+			data.Recorded = append(data.Recorded, store.RecordedLink{Task: t.ID, URL: l.URL, Context: l.Context})
 		}
 		tasks = append(tasks, t)
 	}

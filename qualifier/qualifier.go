@@ -340,20 +340,11 @@ func (q *Qualifier) Handle(ctx context.Context, job worker.Job[store.Task]) (wor
 	return q.run(ctx, p)
 }
 
-// run qualifies one planned task on its own: ingest, finish, save.
+// run qualifies one planned task on its own: ingest (with its recorded
+// links), finish, save.
 func (q *Qualifier) run(ctx context.Context, p *plan) (worker.Result, error) {
-	var f finished
-	var err error
-	if len(p.links)+len(p.back) > 0 {
-		res, errs := q.cfg.KB.IngestBatch(ctx, p.requests())
-		f, err = p.settle(ctx, res, errs)
-	} else {
-		res, ierr := q.cfg.KB.Ingest(ctx, p.req)
-		if ierr != nil {
-			return worker.Result{}, p.failed(ierr)
-		}
-		f, err = p.finish(ctx, res)
-	}
+	res, errs := q.cfg.KB.IngestBatch(ctx, p.requests())
+	f, err := p.settle(ctx, res, errs)
 	if err != nil {
 		return worker.Result{}, err
 	}

@@ -160,8 +160,8 @@ func Run(ctx context.Context, st Store, k Wiper, r Request, progress func(Progre
 		}
 		var ts []store.TaskTransition
 		for _, t := range tasks {
-			if t.Kind == store.KindLink && t.State == store.TaskDone && t.Attempts == 0 {
-				continue // made DONE, recorded by its document's task (store.DataPayload.Recorded), which replays it
+			if t.MadeDone() {
+				continue // recorded by its document's task (store.DataPayload.Recorded), which replays it
 			}
 			if slices.Contains(replayable, t.State) {
 				ts = append(ts, store.TaskTransition{ID: t.ID, From: t.State, To: store.TaskNew, ResetAttempts: true, Bulk: true, Reason: reason})

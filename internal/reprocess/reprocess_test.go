@@ -157,7 +157,7 @@ func wipeAndReprocess(t *testing.T, recorded bool) {
 	}
 	made := 0 // DONE when indexed: never claimed
 	for _, l := range links {
-		if l.Attempts == 0 {
+		if l.MadeDone() {
 			made++
 		}
 	}

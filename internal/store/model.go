@@ -162,6 +162,11 @@ type Task struct {
 	UpdatedAt     time.Time       `json:"updatedAt"`
 }
 
+// MadeDone reports a task made DONE when it was enqueued (PrepareTask): a
+// link its document's DATA_PROCESSING task records (DataPayload.Recorded).
+// Any task the qualifier ran was claimed, and counts an attempt.
+func (t Task) MadeDone() bool { return t.State == TaskDone && t.Attempts == 0 }
+
 // DataPayload is the payload of a DATA_PROCESSING task (the indexers
 // write it, the qualifier reads it).
 type DataPayload struct {
