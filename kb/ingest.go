@@ -724,6 +724,37 @@ func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) err
 	return nil
 }
 
+// held names where each chunk of ids may be held in the graph (graph.Held):
+// its own node, then its graph refs, each also as the alias registry
+// resolves it now (a node merged since holds what its alias held). A chunk
+// the chunk store no longer has is looked for on the source's node, main.
+func (k *KB) held(ctx context.Context, client, main string, ids []string) ([]graph.Held, error) {
+	chunks, err := k.chunks.For(client).Get(ctx, ids...)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]rag.Chunk, len(chunks))
+	for _, c := range chunks {
+		byID[c.ID] = c
+	}
+	held := make([]graph.Held, len(ids))
+	for i, id := range ids {
+		written := []string{main}
+		if c, ok := byID[id]; ok {
+			written = append([]string{c.NodeKey}, c.GraphRefs...)
+		}
+		now := k.resolver.canonical(ctx, client, written)
+		nodes := []string{now[0]}
+		for _, key := range slices.Concat(written, now) {
+			if !slices.Contains(nodes, key) {
+				nodes = append(nodes, key)
+			}
+		}
+		held[i] = graph.Held{ChunkID: id, Nodes: nodes}
+	}
+	return held, nil
+}
+
 // removeStale drops what the source's previous version had (previous) and
 // p's does not.
 func (k *KB) removeStale(ctx context.Context, client string, p *prepared, previous []string) error {
@@ -736,8 +767,11 @@ func (k *KB) removeStale(ctx context.Context, client string, p *prepared, previo
 	if len(stale) == 0 {
 		return nil
 	}
-	var err error
-	if p.res.Removed, err = k.graph.For(client).RemoveEvidence(ctx, stale); err != nil {
+	held, err := k.held(ctx, client, p.res.MainNode, stale)
+	if err != nil {
+		return fmt.Errorf("remove stale evidence: %w", err)
+	}
+	if p.res.Removed, err = k.graph.For(client).RemoveEvidence(ctx, held); err != nil {
 		return fmt.Errorf("remove stale evidence: %w", err)
 	}
 	if p.res.RemovedChunks, err = k.chunks.For(client).Delete(ctx, stale...); err != nil {

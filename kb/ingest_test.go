@@ -236,6 +236,68 @@ func TestReingestAndNewVersions(t *testing.T) {
 	}
 }
 
+// A new version's stale chunks leave every node and edge that held them,
+// found without an index by chunk ID (graph.Held): a node merged since
+// into another (the alias registry names it) and a possible_duplicate edge
+// to an item the chunk never named.
+func TestStaleChunksLeaveMergedNodesAndSimilarityEdges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	g := e.graph.For("acme")
+	pad := strings.Repeat(" More words to read.", kb.ChunkTokens/8)
+	v1 := kb.IngestRequest{Client: "acme", MainNode: "confluence:runbook", SourceURN: "confluence:42",
+		Content: "The runbook for deploys lives here and is long enough." + pad + "\n\n" +
+			"Escalation: page person:ann first, then person:bob if nobody answers." + pad + "\n\n" +
+			"Databases: the orders database is restored from last night's backup." + pad}
+	r1, err := e.kb.Ingest(ctx, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "jira:ops-1", SourceURN: "jira:ops-1",
+		Content: "Restore the orders database from last night's backup."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bob is merged into robert, who now holds the escalation chunk.
+	if err := e.kb.Resolver().Alias(ctx, "acme", "person:bob", "person:robert"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.MergeNode(ctx, "person:bob", "person:robert"); err != nil {
+		t.Fatal(err)
+	}
+	robert, err := g.Node(ctx, "person:robert")
+	if err != nil || len(robert.RAGChunks) != 1 {
+		t.Fatalf("robert after the merge: %+v %v", robert, err)
+	}
+	// The databases paragraph is like ops-1: an edge with a passage of each.
+	dup := graph.Edge{Type: kb.EdgePossibleDuplicate, From: "confluence:runbook", To: "jira:ops-1", Confidence: 0.9, Origin: graph.OriginSimilarity,
+		EvidenceChunkIDs: []string{r1.Chunks[2], other.Chunks[0]}}
+	if err := g.UpsertEdges(ctx, dup); err != nil {
+		t.Fatal(err)
+	}
+
+	v2 := v1
+	v2.Content = "The runbook for deploys lives here and is long enough." + pad
+	r2, err := e.kb.Ingest(ctx, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.RemovedChunks != 2 {
+		t.Fatalf("removed %d chunks, want 2", r2.RemovedChunks)
+	}
+	if n, err := g.Node(ctx, "person:robert"); !errors.Is(err, graph.ErrNotFound) {
+		t.Errorf("robert kept the stale chunk his alias was given: %+v %v", n, err)
+	}
+	got, err := g.Edge(ctx, dup.Key())
+	if err != nil || !slices.Equal(got.EvidenceChunkIDs, []string{other.Chunks[0]}) {
+		t.Errorf("possible_duplicate edge after its runbook passage went: %+v %v", got, err)
+	}
+	if r2.Removed.EdgesUpdated != 1 {
+		t.Errorf("removed %+v, want the possible_duplicate edge updated", r2.Removed)
+	}
+}
+
 func TestIngestBadInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

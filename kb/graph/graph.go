@@ -9,8 +9,10 @@
 // Evidence rules, enforced by every backend:
 //   - an edge without evidence chunk IDs is rejected (ErrNoEvidence);
 //   - both endpoints of an edge must exist (ErrNotFound names the missing key);
-//   - RemoveEvidence drops chunk IDs from nodes and edges; an edge left with
-//     no evidence is deleted, and so is a node left with no chunks and no edges.
+//   - RemoveEvidence drops chunk IDs from the nodes and edges that hold them
+//     (each chunk comes with the nodes it was written to: Held); an edge left
+//     with no evidence is deleted, and so is a node left with no chunks and
+//     no edges.
 package graph
 
 import (
@@ -176,6 +178,20 @@ type Path struct {
 	Edges []Edge `json:"edges"`
 }
 
+// Held is a chunk RemoveEvidence drops, with the nodes that can hold it.
+// The embedded backend keeps no index by chunk ID (one per chunk link was
+// a tenth of the pipeline's write time): it looks for the chunk in Nodes,
+// in the edges between two of them, and in the edges of Nodes[0].
+type Held struct {
+	ChunkID string `json:"chunkId"`
+	// Nodes are the chunk's own node first (an edge of it holds the chunk
+	// whatever its other end: possible_duplicate), then every node the
+	// chunk was written to and every end of an edge it is evidence of —
+	// for a chunk the knowledge base wrote, its GraphRefs — each also
+	// under the key it was merged into since (MergeNode).
+	Nodes []string `json:"nodes"`
+}
+
 // Removed reports what RemoveEvidence changed.
 type Removed struct {
 	EdgesUpdated int `json:"edgesUpdated"`
@@ -201,8 +217,9 @@ type Graph interface {
 	// ShortestPath finds a path of at most maxDepth edges, following edges in
 	// either direction, or ErrNotFound.
 	ShortestPath(ctx context.Context, from, to string, maxDepth int) (Path, error)
-	// RemoveEvidence drops chunk IDs everywhere (see the package comment).
-	RemoveEvidence(ctx context.Context, chunkIDs []string) (Removed, error)
+	// RemoveEvidence drops the chunks' IDs from the nodes and edges that
+	// hold them (see Held and the package comment).
+	RemoveEvidence(ctx context.Context, held []Held) (Removed, error)
 	// CountByType counts nodes per type.
 	CountByType(ctx context.Context) (map[string]int, error)
 	// CountEdgesByType counts edges per type.

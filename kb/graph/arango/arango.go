@@ -588,10 +588,16 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 // (those left with none are removed), nodes lose them, then the nodes that
 // lost chunks or an edge and are left with neither are removed. Each step
 // is one query; a crash between steps leaves what a repeated call finishes.
-func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (graph.Removed, error) {
+// The chunks are found by their IDs (the evidence and ragChunks arrays are
+// indexed): held's nodes are not needed.
+func (g *clientGraph) RemoveEvidence(ctx context.Context, held []graph.Held) (graph.Removed, error) {
 	var r graph.Removed
-	if len(chunkIDs) == 0 {
+	if len(held) == 0 {
 		return r, nil
+	}
+	chunkIDs := make([]string, len(held))
+	for i, h := range held {
+		chunkIDs[i] = h.ChunkID
 	}
 	if err := g.init(ctx); err != nil {
 		return r, err

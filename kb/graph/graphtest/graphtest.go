@@ -54,6 +54,12 @@ func edge(typ, from, to string, evidence ...string) graph.Edge {
 	return graph.Edge{Type: typ, From: from, To: to, EvidenceChunkIDs: evidence, Confidence: 0.9, Origin: graph.OriginSyntax}
 }
 
+// held is a chunk RemoveEvidence drops and the nodes it was written to
+// (its own first).
+func held(chunkID string, nodes ...string) graph.Held {
+	return graph.Held{ChunkID: chunkID, Nodes: nodes}
+}
+
 func check(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -146,7 +152,11 @@ func testRemoveEvidence(t *testing.T, s graph.Store) {
 	check(t, g.UpsertNodes(ctx, node("doc:1", "c1", "c2"), node("person:ann", "c1"), node("person:bob", "c1", "c2"), node("person:carol")))
 	check(t, g.UpsertEdges(ctx, edge("knows", "person:ann", "person:bob", "c1", "c2"), edge("knows", "person:bob", "person:carol", "c2")))
 
-	r, err := g.RemoveEvidence(ctx, []string{"c2"})
+	// What each chunk was written to (for the knowledge base, the chunk's
+	// own node and its graph refs: the ends of the edges it supports).
+	c1 := held("c1", "doc:1", "person:ann", "person:bob")
+	c2 := held("c2", "doc:1", "person:ann", "person:bob", "person:carol")
+	r, err := g.RemoveEvidence(ctx, []graph.Held{c2})
 	check(t, err)
 	if r.EdgesUpdated != 1 || r.EdgesDeleted != 1 || r.NodesDeleted != 1 {
 		t.Fatalf("remove c2: %+v", r)
@@ -168,7 +178,7 @@ func testRemoveEvidence(t *testing.T, s graph.Store) {
 		t.Fatalf("bob chunks: %v", bob.RAGChunks)
 	}
 	// The last evidence goes: everything goes.
-	r, err = g.RemoveEvidence(ctx, []string{"c1"})
+	r, err = g.RemoveEvidence(ctx, []graph.Held{c1})
 	check(t, err)
 	if r.EdgesDeleted != 1 || r.NodesDeleted != 3 {
 		t.Fatalf("remove c1: %+v", r)
@@ -204,7 +214,7 @@ func testIsolation(t *testing.T, s graph.Store) {
 		t.Fatalf("globex traverses acme: %+v", hood)
 	}
 	// globex removing the same chunk IDs leaves acme untouched.
-	_, err = b.RemoveEvidence(ctx, []string{"c1"})
+	_, err = b.RemoveEvidence(ctx, []graph.Held{held("c1", "person:ann", "person:bob")})
 	check(t, err)
 	if _, err := a.Edge(ctx, graph.EdgeKey("knows", "person:ann", "person:bob")); err != nil {
 		t.Fatalf("acme lost an edge to globex's removal: %v", err)
@@ -345,7 +355,7 @@ func testAwkwardKeys(t *testing.T, s graph.Store) {
 	if e.From != keys[0] || e.To != keys[4] {
 		t.Fatalf("edge endpoints: %q %q", e.From, e.To)
 	}
-	_, err = g.RemoveEvidence(ctx, []string{"c1"})
+	_, err = g.RemoveEvidence(ctx, []graph.Held{held("c1", keys...)})
 	check(t, err)
 	counts, err := g.CountByType(ctx)
 	check(t, err)

@@ -42,6 +42,11 @@ func TestAdjacencyStaysCurrent(t *testing.T) {
 		}
 		return hood
 	}
+	// What each chunk was written to, as the knowledge base knows it
+	// (graph.Held): the ends of the edges it is evidence of, the nodes
+	// given it.
+	wrote := map[string][]string{}
+	held := func(c string) graph.Held { return graph.Held{ChunkID: c, Nodes: wrote[c]} }
 	for step := range 300 {
 		writer := live
 		if step%10 == 9 {
@@ -59,19 +64,24 @@ func TestAdjacencyStaysCurrent(t *testing.T) {
 			if err := g.UpsertEdges(ctx, e); err != nil {
 				t.Fatal(err)
 			}
+			c := e.EvidenceChunkIDs[0]
+			wrote[c] = append(wrote[c], a, b)
 		case op < 18:
-			if _, err := g.RemoveEvidence(ctx, []string{fmt.Sprintf("c%d", r.IntN(25)), fmt.Sprintf("c%d", r.IntN(25))}); err != nil {
+			if _, err := g.RemoveEvidence(ctx, []graph.Held{held(fmt.Sprintf("c%d", r.IntN(25))), held(fmt.Sprintf("c%d", r.IntN(25)))}); err != nil {
 				t.Fatal(err)
 			}
 		case op < 19:
-			if err := g.UpsertNodes(ctx, graph.Node{Key: node(), Type: "n", RAGChunks: []string{"c1"}}); err != nil {
+			k := node()
+			if err := g.UpsertNodes(ctx, graph.Node{Key: k, Type: "n", RAGChunks: []string{"c1"}}); err != nil {
 				t.Fatal(err)
 			}
+			wrote["c1"] = append(wrote["c1"], k)
 		default:
 			if step%50 == 0 {
 				if err := g.Drop(ctx); err != nil {
 					t.Fatal(err)
 				}
+				clear(wrote)
 			}
 		}
 		fresh, err := Open(ctx, path)

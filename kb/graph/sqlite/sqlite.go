@@ -119,6 +119,11 @@ CREATE INDEX edges_to ON edges (client, to_key, type);
 	// edge up by rowid (at 732,000 edges 1.4 s became 2.4 s).
 	`DROP INDEX edges_from;
 CREATE INDEX edges_from ON edges (client, from_key, type, to_key);`,
+	// 5: no index by chunk ID. RemoveEvidence finds a chunk's links from
+	// the nodes it names (graph.Held); the two indexes were written with
+	// every chunk link and read by nothing else.
+	`DROP INDEX node_chunks_chunk;
+DROP INDEX edge_evidence_chunk;`,
 }
 
 // Store holds every client's graph in one database.
@@ -603,33 +608,30 @@ func (g *clientGraph) Drop(ctx context.Context) error {
 	}, (*adjacency).reset)
 }
 
-// RemoveEvidence implements graph.Graph.
-func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (graph.Removed, error) {
+// RemoveEvidence implements graph.Graph. Where each chunk may be held is
+// found in the adjacency (holders); the chunk links are then deleted by
+// their primary keys, in one transaction with what they leave bare.
+func (g *clientGraph) RemoveEvidence(ctx context.Context, held []graph.Held) (graph.Removed, error) {
 	var r graph.Removed
-	if len(chunkIDs) == 0 {
+	if len(held) == 0 {
 		return r, nil
 	}
-	ids := sqlitedb.JSONList(chunkIDs)
+	nodeLinks, edgeLinks, err := g.holders(ctx, held)
+	if err != nil {
+		return r, err
+	}
 	var deadEdges [][3]string // type, from, to
 	var deadNodes []string
-	err := g.write(ctx, "remove evidence", func(tx sqlitedb.Tx) error {
+	err = g.write(ctx, "remove evidence", func(tx sqlitedb.Tx) error {
 		r = graph.Removed{}
 		deadEdges, deadNodes = nil, nil
-		edgeKeys, err := column(ctx, tx, `SELECT DISTINCT edge_key FROM edge_evidence WHERE client = ? AND chunk_id IN (SELECT value FROM json_each(?))`, g.client, ids)
+		edgeKeys, err := unlink(ctx, tx, "edge_evidence", "edge_key", g.client, edgeLinks)
 		if err != nil {
 			return err
 		}
-		nodeKeys, err := column(ctx, tx, `SELECT DISTINCT key FROM node_chunks WHERE client = ? AND chunk_id IN (SELECT value FROM json_each(?))`, g.client, ids)
+		nodeKeys, err := unlink(ctx, tx, "node_chunks", "key", g.client, nodeLinks)
 		if err != nil {
 			return err
-		}
-		for _, q := range []string{
-			`DELETE FROM edge_evidence WHERE client = ? AND chunk_id IN (SELECT value FROM json_each(?))`,
-			`DELETE FROM node_chunks WHERE client = ? AND chunk_id IN (SELECT value FROM json_each(?))`,
-		} {
-			if _, err := tx.ExecContext(ctx, q, g.client, ids); err != nil {
-				return err
-			}
 		}
 		// Edges left without evidence go, and their endpoints may be orphans.
 		rows, err := tx.QueryContext(ctx, `SELECT key, type, from_key, to_key FROM edges WHERE client = ? AND key IN (SELECT value FROM json_each(?))
@@ -682,6 +684,74 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, chunkIDs []string) (gr
 		}
 	})
 	return r, err
+}
+
+// holders returns the chunk links (key, chunk ID) each chunk of held may
+// have: to each of its nodes, and to the edges between two of them or of
+// its own node (Nodes[0]), read from the adjacency. Only a write of this
+// chunk's source could add one meanwhile, and that is the caller's.
+func (g *clientGraph) holders(ctx context.Context, held []graph.Held) (nodes, edges []string, err error) {
+	a, err := g.current(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer a.mu.RUnlock()
+	for _, h := range held {
+		in := make(map[int32]bool, len(h.Nodes))
+		for _, k := range h.Nodes {
+			nodes = append(nodes, k, h.ChunkID)
+			if n, ok := a.find(k); ok {
+				in[n] = true
+			}
+		}
+		own, hasOwn := int32(-1), false
+		if len(h.Nodes) > 0 {
+			own, hasOwn = a.find(h.Nodes[0])
+		}
+		for n := range in {
+			from := a.keys.Str(uint32(n))
+			for _, x := range a.out.list(n) {
+				if n == own || in[x.other] {
+					edges = append(edges, graph.EdgeKey(a.typeOf(x), from, a.otherOf(x)), h.ChunkID)
+				}
+			}
+		}
+		if hasOwn {
+			to := a.keys.Str(uint32(own))
+			for _, x := range a.in.list(own) {
+				if !in[x.other] { // from a node of h: found above
+					edges = append(edges, graph.EdgeKey(a.typeOf(x), a.otherOf(x), to), h.ChunkID)
+				}
+			}
+		}
+	}
+	return nodes, edges, nil
+}
+
+// unlink deletes the chunk links of table named by links (key, chunk ID,
+// flattened) by their primary key and returns the keys that had one.
+func unlink(ctx context.Context, tx sqlitedb.Tx, table, keyColumn, client string, links []string) ([]string, error) {
+	if len(links) == 0 {
+		return nil, nil
+	}
+	// An array of [key, chunk ID] pairs, each as sqlitedb.JSONList writes
+	// it: every byte of a key kept (encoding/json would not).
+	var list strings.Builder
+	list.WriteByte('[')
+	for i := 0; i < len(links); i += 2 {
+		if i > 0 {
+			list.WriteByte(',')
+		}
+		list.WriteString(sqlitedb.JSONList(links[i : i+2]))
+	}
+	list.WriteByte(']')
+	keys, err := column(ctx, tx, `DELETE FROM `+table+` WHERE client = ? AND (`+keyColumn+`, chunk_id) IN
+		(SELECT value ->> 0, value ->> 1 FROM json_each(?)) RETURNING `+keyColumn, client, list.String())
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
 }
 
 func column(ctx context.Context, q querier, query string, args ...any) ([]string, error) {

@@ -88,7 +88,7 @@ func TestChunkLinksKeepTheirIDs(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Key != odder || !slices.Equal(sorted(list[0].RAGChunks), sorted([]string{bad, "c1"})) {
 		t.Fatalf("listed %+v, %v", list, err)
 	}
-	if _, err := g.RemoveEvidence(ctx, []string{bad}); err != nil {
+	if _, err := g.RemoveEvidence(ctx, []graph.Held{{ChunkID: bad, Nodes: []string{odder, "a", "b"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.Edge(ctx, graph.Edge{From: "a", To: odder, Type: "MENTIONS"}.Key()); !errors.Is(err, graph.ErrNotFound) {
