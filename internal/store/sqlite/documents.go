@@ -27,7 +27,7 @@ const docColumns = `id, client, source_type, connection, external_id, version, c
 const docsFrom = ` FROM documents CROSS JOIN document_bodies USING (id)`
 
 var (
-	sqlClaimDocuments      = `SELECT ` + docColumns + docsFrom + ` WHERE state = ? AND run_after <= ? AND priority >= ? ORDER BY priority DESC, run_after, observed_at LIMIT ?`
+	sqlClaimDocuments      = `SELECT ` + docStateColumns + ` FROM documents WHERE state = ? AND run_after <= ? AND priority >= ? ORDER BY priority DESC, run_after, observed_at LIMIT ?`
 	sqlClaimDocumentUpdate = `UPDATE documents SET state = ?, lease_owner = ?, lease_until = ?, attempts = ?, updated_at = ? WHERE id = ?`
 	sqlDocumentByID        = `SELECT ` + docColumns + docsFrom + ` WHERE id = ?`
 	sqlNextVersion         = `SELECT COALESCE(MAX(version), 0) + 1 FROM documents WHERE client = ? AND source_type = ? AND external_id = ?`
@@ -40,7 +40,11 @@ var (
 // normalized, empty): what a transition checks and changes. Decoding the
 // normalized JSON of every document an indexer acknowledged was most of a
 // transition's time, in the store's one writer.
-var sqlDocumentStateByID = `SELECT ` + strings.Replace(docColumns, "raw, normalized", "NULL, '{}'", 1) + ` FROM documents WHERE id = ?`
+var sqlDocumentStateByID = `SELECT ` + docStateColumns + ` FROM documents WHERE id = ?`
+
+// docStateColumns are docColumns without the content (raw NULL,
+// normalized empty).
+var docStateColumns = strings.Replace(docColumns, "raw, normalized", "NULL, '{}'", 1)
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -230,7 +234,11 @@ func (s *Store) ListDocumentVersions(ctx context.Context, client string, source 
 	return ds, nil
 }
 
-// ClaimDocuments implements store.Documents.
+// ClaimDocuments implements store.Documents. The writer's transaction
+// takes the documents' state rows; their content is read after it, through
+// the read pool (readContent). Reading and decoding 64 documents' content
+// in the transaction held the store's one writer for it: on the dev Jira
+// corpus the claims held it 1.7–2.0 s of 12.3, and 0.9–1.1 s without.
 func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Document, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -255,7 +263,54 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	// Claimed and not returned (the read failed), a document is rescued when
+	// its lease ends, as after a crash.
+	if err := s.readContent(ctx, out); err != nil {
+		return nil, s.db.Explain("claim documents: read content", err)
+	}
+	return out, nil
+}
+
+// readContent fills in docs' content (raw and normalized) from
+// document_bodies. A version's content never changes once stored.
+func (s *Store) readContent(ctx context.Context, docs []store.Document) error {
+	if len(docs) == 0 {
+		return nil
+	}
+	at := make(map[string]int, len(docs))
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		at[d.ID], ids[i] = i, d.ID
+	}
+	rows, err := s.db.Reads().QueryContext(ctx, `SELECT id, raw, normalized FROM document_bodies WHERE id IN (SELECT value FROM json_each(?))`, sqlitedb.JSONList(ids))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	read := 0
+	for rows.Next() {
+		var id, normalized string
+		var raw []byte
+		if err := rows.Scan(&id, &raw, &normalized); err != nil {
+			return err
+		}
+		d := &docs[at[id]]
+		d.Raw = raw
+		if err := json.Unmarshal([]byte(normalized), &d.Normalized); err != nil {
+			return fmt.Errorf("document %s: decode normalized: %w", id, err)
+		}
+		read++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if read != len(docs) {
+		return fmt.Errorf("%d of %d documents have no content", len(docs)-read, len(docs))
+	}
+	return nil
 }
 
 // ExtendDocumentLeases implements store.Documents.

@@ -178,6 +178,13 @@ func testDocumentPriority(t *testing.T, s store.Store) {
 	if len(got) != 2 || got[0].ExternalID != "live" || got[0].Priority != store.PriorityLive || got[1].ExternalID != "bulk0" || got[1].Priority != store.PriorityBulk {
 		t.Fatalf("claimed %+v, want live then bulk0", got)
 	}
+	// A claim hands out each document's content with it.
+	for i, body := range []string{"fresh", "body0"} {
+		if d := got[i]; string(d.Raw) != body || d.Normalized.Body != body || d.Normalized.Title != "subject "+d.ExternalID ||
+			len(d.Normalized.Links) != 1 || d.Normalized.Metadata["from"] != "ann@example.com" {
+			t.Fatalf("claimed %s without its content: %q %+v", d.ExternalID, d.Raw, d.Normalized)
+		}
+	}
 	if again := must(s.GetDocument(ctx(t), "acme", got[0].ID))(t); again.Priority != store.PriorityLive {
 		t.Fatalf("stored priority %d", again.Priority)
 	}
