@@ -119,6 +119,16 @@ func testTaskClaim(t *testing.T, s store.Store) {
 	if done.State != store.TaskCompleted || string(done.Result) != `{"digest":"ok"}` || done.Usage.ModelCalls != 2 || done.Attempts != 1 {
 		t.Fatalf("completed: %+v", done)
 	}
+	// A transition that sets no result or usage (a reprocess) keeps them,
+	// and every transition keeps the payload.
+	if err := s.TransitionTasks(ctx(t), []store.TaskTransition{{ID: done.ID, From: store.TaskCompleted, To: store.TaskNew}}); err != nil {
+		t.Fatal(err)
+	}
+	again := must(s.GetTask(ctx(t), "acme", done.ID))(t)
+	if again.State != store.TaskNew || string(again.Result) != `{"digest":"ok"}` || again.Usage.ModelCalls != 2 || again.Usage.PromptTokens != 100 ||
+		string(again.Payload) != `{"n":1}` {
+		t.Fatalf("sent back: %+v", again)
+	}
 	if _, err := s.ClaimTasks(ctx(t), store.StageQualify, store.Claim{Owner: "", Limit: 1, Now: now, LeaseUntil: now.Add(time.Second)}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("claim without owner: err = %v", err)
 	}
