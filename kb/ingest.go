@@ -726,8 +726,10 @@ func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) err
 
 // held names where each chunk of ids may be held in the graph (graph.Held):
 // its own node, then its graph refs, each also as the alias registry
-// resolves it now (a node merged since holds what its alias held). A chunk
-// the chunk store no longer has is looked for on the source's node, main.
+// resolves it now (a node merged since holds what its alias held; the
+// embedded graph follows the merges it recorded itself, the registry
+// covers those from before). A chunk the chunk store no longer has is
+// looked for on the source's node, main.
 func (k *KB) held(ctx context.Context, client, main string, ids []string) ([]graph.Held, error) {
 	chunks, err := k.chunks.For(client).Get(ctx, ids...)
 	if err != nil {

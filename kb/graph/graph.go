@@ -190,8 +190,11 @@ type Held struct {
 	// Nodes are the chunk's own node first (an edge of it holds the chunk
 	// whatever its other end: possible_duplicate), then every node the
 	// chunk was written to and every end of an edge it is evidence of —
-	// for a chunk the knowledge base wrote, its GraphRefs — each also
-	// under the key it was merged into since (MergeNode).
+	// for a chunk the knowledge base wrote, its GraphRefs. A node merged
+	// into another since (MergeNode) left it there: the embedded backend
+	// follows its own merges from these keys, and the knowledge base adds
+	// what the alias registry resolves each to now (merges made before
+	// the graph recorded them).
 	Nodes []string `json:"nodes"`
 }
 

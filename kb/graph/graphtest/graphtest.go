@@ -25,6 +25,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"UpsertMerges", testUpsertMerges},
 		{"EvidenceRules", testEvidenceRules},
 		{"RemoveEvidence", testRemoveEvidence},
+		{"RemoveEvidenceAfterMerges", testRemoveEvidenceAfterMerges},
 		{"ClientIsolation", testIsolation},
 		{"Neighbors", testNeighbors},
 		{"ShortestPath", testShortestPath},
@@ -190,6 +191,34 @@ func testRemoveEvidence(t *testing.T, s graph.Store) {
 	}
 	if r, err := g.RemoveEvidence(ctx, nil); err != nil || r != (graph.Removed{}) {
 		t.Fatalf("remove nothing: %+v %v", r, err)
+	}
+}
+
+// A chunk given with the keys it was written to leaves the nodes those
+// were merged into since (a chain of two merges), and the edges that moved
+// with them.
+func testRemoveEvidenceAfterMerges(t *testing.T, s graph.Store) {
+	g := s.For("acme")
+	ctx := t.Context()
+	check(t, g.UpsertNodes(ctx, node("doc:1", "c1", "c2"), node("person:ann", "c1"), node("person:bob", "c1")))
+	check(t, g.UpsertEdges(ctx, edge("knows", "person:ann", "person:bob", "c1")))
+	for _, m := range [][2]string{{"person:ann", "person:anne"}, {"person:anne", "person:anna"}} {
+		if _, err := g.MergeNode(ctx, m[0], m[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := g.RemoveEvidence(ctx, []graph.Held{held("c1", "doc:1", "person:ann", "person:bob")})
+	check(t, err)
+	if r.EdgesDeleted != 1 || r.NodesDeleted != 2 {
+		t.Fatalf("removed %+v, want the knows edge and anna and bob", r)
+	}
+	if n, err := g.Node(ctx, "person:anna"); !errors.Is(err, graph.ErrNotFound) {
+		t.Fatalf("anna kept what ann was given: %+v %v", n, err)
+	}
+	doc, err := g.Node(ctx, "doc:1")
+	check(t, err)
+	if !slices.Equal(doc.RAGChunks, []string{"c2"}) {
+		t.Fatalf("doc:1 chunks %v", doc.RAGChunks)
 	}
 }
 

@@ -124,6 +124,15 @@ CREATE INDEX edges_from ON edges (client, from_key, type, to_key);`,
 	// every chunk link and read by nothing else.
 	`DROP INDEX node_chunks_chunk;
 DROP INDEX edge_evidence_chunk;`,
+	// 6: the merges MergeNode made (alias → canonical), which RemoveEvidence
+	// follows from the keys a chunk was written to: a node merged since
+	// holds what its alias held, whatever the alias registry says now.
+	`CREATE TABLE merged (
+	client    TEXT NOT NULL,
+	alias     TEXT NOT NULL,
+	canonical TEXT NOT NULL,
+	PRIMARY KEY (client, alias)
+) STRICT, WITHOUT ROWID;`,
 }
 
 // Store holds every client's graph in one database.
@@ -599,7 +608,7 @@ func (g *clientGraph) ShortestPath(ctx context.Context, from, to string, maxDept
 // Drop implements graph.Graph.
 func (g *clientGraph) Drop(ctx context.Context) error {
 	return g.write(ctx, "drop graph", func(tx sqlitedb.Tx) error {
-		for _, table := range []string{"edge_evidence", "node_chunks", "edges", "nodes"} {
+		for _, table := range []string{"edge_evidence", "node_chunks", "edges", "nodes", "merged"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE client = ?`, g.client); err != nil {
 				return err
 			}
@@ -687,38 +696,57 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, held []graph.Held) (gr
 }
 
 // holders returns the chunk links (key, chunk ID) each chunk of held may
-// have: to each of its nodes, and to the edges between two of them or of
-// its own node (Nodes[0]), read from the adjacency. Only a write of this
-// chunk's source could add one meanwhile, and that is the caller's.
+// have: to each of its nodes and the nodes they were merged into
+// (mergedInto), and to the edges between two of them or of its own node
+// (Nodes[0], and what it was merged into), read from the adjacency. Only a
+// write of this chunk's source could add one meanwhile, and that is the
+// caller's.
 func (g *clientGraph) holders(ctx context.Context, held []graph.Held) (nodes, edges []string, err error) {
+	into, err := g.mergedInto(ctx, held)
+	if err != nil {
+		return nil, nil, err
+	}
 	a, err := g.current(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer a.mu.RUnlock()
 	for _, h := range held {
-		in := make(map[int32]bool, len(h.Nodes))
-		for _, k := range h.Nodes {
+		if len(h.Nodes) == 0 {
+			continue
+		}
+		// The chunk's own node and what it was merged into, then the rest.
+		keys := append([]string{h.Nodes[0]}, into[h.Nodes[0]]...)
+		owned := len(keys)
+		for _, k := range h.Nodes[1:] {
+			keys = append(keys, k)
+			keys = append(keys, into[k]...)
+		}
+		in := make(map[int32]bool, len(keys))
+		own := make(map[int32]bool, owned)
+		for i, k := range keys {
+			if i >= owned && slices.Contains(keys[:i], k) {
+				continue
+			}
 			nodes = append(nodes, k, h.ChunkID)
 			if n, ok := a.find(k); ok {
 				in[n] = true
+				if i < owned {
+					own[n] = true
+				}
 			}
-		}
-		own, hasOwn := int32(-1), false
-		if len(h.Nodes) > 0 {
-			own, hasOwn = a.find(h.Nodes[0])
 		}
 		for n := range in {
 			from := a.keys.Str(uint32(n))
 			for _, x := range a.out.list(n) {
-				if n == own || in[x.other] {
+				if own[n] || in[x.other] {
 					edges = append(edges, graph.EdgeKey(a.typeOf(x), from, a.otherOf(x)), h.ChunkID)
 				}
 			}
 		}
-		if hasOwn {
-			to := a.keys.Str(uint32(own))
-			for _, x := range a.in.list(own) {
+		for n := range own {
+			to := a.keys.Str(uint32(n))
+			for _, x := range a.in.list(n) {
 				if !in[x.other] { // from a node of h: found above
 					edges = append(edges, graph.EdgeKey(a.typeOf(x), a.otherOf(x), to), h.ChunkID)
 				}
@@ -726,6 +754,36 @@ func (g *clientGraph) holders(ctx context.Context, held []graph.Held) (nodes, ed
 		}
 	}
 	return nodes, edges, nil
+}
+
+// mergedInto returns, for each key of held's nodes that MergeNode merged
+// into another, the keys it was merged into (a chain, followed 8 deep).
+func (g *clientGraph) mergedInto(ctx context.Context, held []graph.Held) (map[string][]string, error) {
+	var keys []string
+	for _, h := range held {
+		keys = append(keys, h.Nodes...)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	rows, err := g.db.Query(ctx, `WITH RECURSIVE m(start, key, depth) AS (
+			SELECT value, value, 0 FROM json_each(?)
+			UNION SELECT m.start, merged.canonical, m.depth + 1 FROM m JOIN merged ON merged.client = ? AND merged.alias = m.key WHERE m.depth < 8)
+		SELECT start, key FROM m WHERE depth > 0 ORDER BY start, depth`, sqlitedb.JSONList(keys), g.client)
+	if err != nil {
+		return nil, g.db.Explain("merged keys", err)
+	}
+	defer rows.Close()
+	into := map[string][]string{}
+	for rows.Next() {
+		var start, key string
+		if err := rows.Scan(&start, &key); err != nil {
+			return nil, err
+		}
+		if key != start && !slices.Contains(into[start], key) {
+			into[start] = append(into[start], key)
+		}
+	}
+	return into, rows.Err()
 }
 
 // unlink deletes the chunk links of table named by links (key, chunk ID,
@@ -831,6 +889,10 @@ func (g *clientGraph) MergeNode(ctx context.Context, alias, canonical string) (g
 			ON CONFLICT (client, key) DO UPDATE SET props = json_patch(excluded.props, nodes.props),
 				first_seen = min(nodes.first_seen, excluded.first_seen), last_seen = max(nodes.last_seen, excluded.last_seen)`,
 			g.client, canonical, typ, props, first, last); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO merged (client, alias, canonical) VALUES (?, ?, ?)
+			ON CONFLICT (client, alias) DO UPDATE SET canonical = excluded.canonical`, g.client, alias, canonical); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO node_chunks (client, key, chunk_id) SELECT client, ?, chunk_id FROM node_chunks
