@@ -169,18 +169,26 @@ func TestAliasesMergeIntoOneNode(t *testing.T) {
 	}
 }
 
+// runbookIntro is the runbook's first paragraph in every version.
+const runbookIntro = "The runbook for deploys lives here and is long enough."
+
+// runbook is a version of acme's runbook page (confluence:42), each
+// paragraph padded to be a chunk of its own (kb.ChunkTokens).
+func runbook(paragraphs ...string) kb.IngestRequest {
+	pad := strings.Repeat(" More words to read.", kb.ChunkTokens/8)
+	return kb.IngestRequest{Client: "acme", MainNode: "confluence:runbook", SourceURN: "confluence:42",
+		Content: strings.Join(paragraphs, pad+"\n\n") + pad}
+}
+
 func TestReingestAndNewVersions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	g, idx := e.graph.For("acme"), e.chunks.For("acme")
 	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
-	// Paragraphs long enough to be chunks of their own (kb.ChunkTokens).
-	pad := strings.Repeat(" More words to read.", kb.ChunkTokens/8)
-	v1 := kb.IngestRequest{Client: "acme", MainNode: "confluence:runbook", SourceURN: "confluence:42", ObservedAt: at,
-		Content: "The runbook for deploys lives here and is long enough." + pad + "\n\n" +
-			"Escalation: page person:ann first, then person:bob if nobody answers." + pad + "\n\n" +
-			"Databases: confluence:runbook -[DESCRIBES]-> service:orders-db for the orders team." + pad}
+	v1 := runbook(runbookIntro, "Escalation: page person:ann first, then person:bob if nobody answers.",
+		"Databases: confluence:runbook -[DESCRIBES]-> service:orders-db for the orders team.")
+	v1.ObservedAt = at
 	r1, err := e.kb.Ingest(ctx, v1)
 	if err != nil {
 		t.Fatal(err)
@@ -202,9 +210,8 @@ func TestReingestAndNewVersions(t *testing.T) {
 	}
 
 	// Version 2 drops bob and the database paragraph, and adds carol.
-	v2 := v1
+	v2 := runbook(runbookIntro, "Escalation: page person:ann first, then person:carol if nobody answers.")
 	v2.ObservedAt = at.Add(time.Hour)
-	v2.Content = "The runbook for deploys lives here and is long enough." + pad + "\n\nEscalation: page person:ann first, then person:carol if nobody answers." + pad
 	r3, err := e.kb.Ingest(ctx, v2)
 	if err != nil {
 		t.Fatal(err)
@@ -245,11 +252,8 @@ func TestStaleChunksLeaveMergedNodesAndSimilarityEdges(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	g := e.graph.For("acme")
-	pad := strings.Repeat(" More words to read.", kb.ChunkTokens/8)
-	v1 := kb.IngestRequest{Client: "acme", MainNode: "confluence:runbook", SourceURN: "confluence:42",
-		Content: "The runbook for deploys lives here and is long enough." + pad + "\n\n" +
-			"Escalation: page person:ann first, then person:bob if nobody answers." + pad + "\n\n" +
-			"Databases: the orders database is restored from last night's backup." + pad}
+	v1 := runbook(runbookIntro, "Escalation: page person:ann first, then person:bob if nobody answers.",
+		"Databases: the orders database is restored from last night's backup.")
 	r1, err := e.kb.Ingest(ctx, v1)
 	if err != nil {
 		t.Fatal(err)
@@ -277,9 +281,7 @@ func TestStaleChunksLeaveMergedNodesAndSimilarityEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	v2 := v1
-	v2.Content = "The runbook for deploys lives here and is long enough." + pad
-	r2, err := e.kb.Ingest(ctx, v2)
+	r2, err := e.kb.Ingest(ctx, runbook(runbookIntro))
 	if err != nil {
 		t.Fatal(err)
 	}
