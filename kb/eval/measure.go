@@ -17,6 +17,7 @@ import (
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed/corpus"
 	"github.com/jervis-dev/jervis/kb/graph"
 	"github.com/jervis-dev/jervis/kb/rag"
 )
@@ -130,10 +131,28 @@ type Duplicates struct {
 	// Similar is the duplicate's similar items (kb.Similar: the whole issue
 	// is the query, issues only, as GET /api/v1/documents/{id}/similar?sourceTypes=JIRA).
 	Similar Ranking `json:"similar"`
+	// Encoder is vectors of an encoder trained on the client's own items
+	// (kb/embed/corpus), measured outside the search path (nil: too few
+	// items to train on).
+	Encoder *EncoderFigures `json:"encoder,omitempty"`
 	// PossibleDuplicates are the possible_duplicate edges the qualifier
 	// would record at each similarity (every issue's three most similar
 	// issues not already linked to it), against the Duplicate links.
 	PossibleDuplicates []EdgeFigures `json:"possibleDuplicates"`
+}
+
+// EncoderFigures are duplicate finding by vectors alone, one per issue
+// (its summary and body), of an encoder trained on the client's items
+// (every document's title → its body), ranked by cosine over every issue:
+// the duplicate's summary the query, as for search.
+type EncoderFigures struct {
+	Items   int     `json:"items"` // trained on
+	Words   int     `json:"words"` // its vocabulary
+	Seconds float64 `json:"seconds"`
+	Ranking
+	// HeldOut is the same with the duplicates' own items left out of the
+	// training: queries the encoder never saw, as a user's are.
+	HeldOut Ranking `json:"heldOut"`
 }
 
 // NamedRanking is a Ranking of a search variant.
@@ -503,6 +522,9 @@ func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
 	if err := d.similar(ctx, env, t, pairs); err != nil {
 		return err
 	}
+	if err := d.encoder(ctx, env, t, pairs); err != nil {
+		return err
+	}
 	r.Duplicates = d
 	return nil
 }
@@ -512,6 +534,105 @@ func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
 func issueKey(ref string) (string, bool) {
 	ns, key, ok := strings.Cut(ref, ":")
 	return strings.ToUpper(key), ok && strings.EqualFold(ns, Jira)
+}
+
+// encoder measures EncoderFigures: one encoder trained on every item of the
+// client, one on all but the duplicates of pairs.
+func (d *Duplicates) encoder(ctx context.Context, env Env, t *Truth, pairs []pair) error {
+	var items []corpus.Pair
+	var keys []string // of the Jira items among them
+	for _, src := range []store.SourceType{store.SourceJira, store.SourceGit, store.SourceEmail, store.SourceConfluence} {
+		seen := map[string]bool{}
+		if err := eachDocument(ctx, env, src, func(doc store.Document) {
+			if seen[doc.ExternalID] {
+				return // an older version (most recently updated first)
+			}
+			seen[doc.ExternalID] = true
+			items = append(items, corpus.Pair{Title: doc.Normalized.Title, Body: doc.Normalized.Body})
+			key := ""
+			if src == store.SourceJira && t.issues[strings.ToUpper(doc.ExternalID)] != nil {
+				key = strings.ToUpper(doc.ExternalID)
+			}
+			keys = append(keys, key)
+		}); err != nil {
+			return err
+		}
+	}
+	duplicates := map[string]bool{}
+	for _, p := range pairs {
+		duplicates[p.Duplicate] = true
+	}
+	start := time.Now()
+	all, err := corpus.Train(ctx, items, corpus.Options{})
+	if errors.Is(err, corpus.ErrTooFew) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("train an encoder: %w", err)
+	}
+	f := &EncoderFigures{Items: len(items), Words: all.Words(), Seconds: time.Since(start).Seconds()}
+	var heldOut []corpus.Pair
+	for i, it := range items {
+		if !duplicates[keys[i]] {
+			heldOut = append(heldOut, it)
+		}
+	}
+	held, err := corpus.Train(ctx, heldOut, corpus.Options{})
+	if err != nil {
+		return fmt.Errorf("train an encoder without the duplicates: %w", err)
+	}
+	for _, x := range []struct {
+		m *corpus.Model
+		r *Ranking
+	}{{all, &f.Ranking}, {held, &f.HeldOut}} {
+		var issues, texts []string
+		for i, it := range items {
+			if keys[i] != "" {
+				issues, texts = append(issues, keys[i]), append(texts, it.Title+"\n"+it.Body)
+			}
+		}
+		vs, err := x.m.Embed(ctx, texts)
+		if err != nil {
+			return err
+		}
+		for _, p := range pairs {
+			qv, err := x.m.Embed(ctx, []string{t.issues[p.Duplicate].Summary})
+			if err != nil {
+				return err
+			}
+			x.r.score(nearestIssues(qv[0], vs, issues, p.Duplicate, 10), p.Original)
+		}
+		x.r.finish(len(pairs))
+	}
+	d.Encoder = f
+	return nil
+}
+
+// nearestIssues are the n issues (keys, one per vector of vs) whose
+// vectors are nearest q by cosine (vectors of length 1 or 0), skip left
+// out.
+func nearestIssues(q []float32, vs [][]float32, keys []string, skip string, n int) []string {
+	type scored struct {
+		key string
+		s   float32
+	}
+	var all []scored
+	for i, v := range vs {
+		if keys[i] == skip {
+			continue
+		}
+		var s float32
+		for j, x := range v {
+			s += x * q[j]
+		}
+		all = append(all, scored{keys[i], s})
+	}
+	slices.SortStableFunc(all, func(a, b scored) int { return cmp.Compare(b.s, a.s) })
+	var out []string
+	for _, x := range all[:min(n, len(all))] {
+		out = append(out, x.key)
+	}
+	return out
 }
 
 // similar measures kb.Similar on the issues: each duplicate's similar
@@ -726,6 +847,11 @@ func (r *Report) Print(w io.Writer) error {
 			fmt.Fprintf(tw, "  Jervis search, %s\t%.3f\t%.3f\n", p.Name, p.RecallAt10, p.MRRAt10)
 		}
 		fmt.Fprintf(tw, "Jervis similar items (the whole duplicate the query)\t%.3f\t%.3f\n", d.Similar.RecallAt10, d.Similar.MRRAt10)
+		if e := d.Encoder; e != nil {
+			fmt.Fprintf(tw, "vectors of an encoder trained on the client's %d items (%d words, %.1f s), one per issue\t%.3f\t%.3f\n",
+				e.Items, e.Words, e.Seconds, e.RecallAt10, e.MRRAt10)
+			fmt.Fprintf(tw, "  the same, the duplicates' own items left out of its training\t%.3f\t%.3f\n", e.HeldOut.RecallAt10, e.HeldOut.MRRAt10)
+		}
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "POSSIBLE DUPLICATE EDGES (3 most similar, not linked)\tEDGES\tDUPLICATE LINKS\tPRECISION\tRECALL")
 		for _, f := range d.PossibleDuplicates {
