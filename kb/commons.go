@@ -33,11 +33,12 @@ type commonDirs struct {
 	dirs   [][]float64 // unit vectors; none when too few chunks
 }
 
-// queryVector returns q with the client's common directions removed (and
-// unit length again), or q itself where the embedder has none, the index
-// cannot sample its vectors or the client has too few.
-func (k *KB) queryVector(ctx context.Context, client string, q []float32) ([]float32, error) {
-	cr, ok := k.embedder.(embed.CommonRemover)
+// queryVector returns q, embedded by e, with the client's common
+// directions removed (and unit length again), or q itself where e has none
+// (a client's own encoder: trained, its vectors need no correction), the
+// index cannot sample its vectors or the client has too few.
+func (k *KB) queryVector(ctx context.Context, client string, e embed.Embedder, q []float32) ([]float32, error) {
+	cr, ok := e.(embed.CommonRemover)
 	if !ok || cr.CommonComponents() <= 0 || len(q) == 0 {
 		return q, nil
 	}

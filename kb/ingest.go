@@ -43,6 +43,9 @@ type Config struct {
 	Chunks   rag.Store
 	Embedder embed.Embedder
 	Aliases  store.Aliases
+	// Encoders keeps the clients' own encoders (TrainEncoder; nil: every
+	// client's texts are embedded by Embedder, and none can be trained).
+	Encoders store.Encoders
 	// Words weighs words for search's feedback (default: the embedder,
 	// when it is an embed.WordWeigher; else every word weighs the same).
 	Words embed.WordWeigher
@@ -60,6 +63,10 @@ type KB struct {
 	maxBytes int
 	weigh    func(string) float64 // nil: every word weighs the same
 	common   commons              // the clients' common directions (commons.go)
+	// encoderStore keeps the clients' own encoders; enc is what this KB
+	// knows of them (encoder.go).
+	encoderStore store.Encoders
+	enc          encoders
 }
 
 // New returns a KB. A chunk store that builds an approximate vector index
@@ -68,7 +75,7 @@ type KB struct {
 func New(cfg Config) *KB {
 	k := &KB{
 		graph: cfg.Graph, chunks: cfg.Chunks, embedder: cfg.Embedder, resolver: NewResolver(cfg.Aliases),
-		maxBytes: cmp.Or(cfg.MaxContentBytes, 16<<20),
+		maxBytes: cmp.Or(cfg.MaxContentBytes, 16<<20), encoderStore: cfg.Encoders,
 	}
 	words := cfg.Words
 	if w, ok := cfg.Embedder.(embed.WordWeigher); ok && words == nil {
@@ -629,28 +636,43 @@ func overlay(a, b map[string]any) map[string]any {
 }
 
 // embed computes the vectors of the prepared requests' chunks, in batches
-// across requests.
+// across requests, by the embedder of each request's client.
 func (k *KB) embed(ctx context.Context, ps []*prepared) error {
-	var texts []string
+	var clients []string
+	byClient := map[string][]*prepared{}
 	for _, p := range ps {
-		texts = append(texts, p.texts...)
+		if _, ok := byClient[p.req.Client]; !ok {
+			clients = append(clients, p.req.Client)
+		}
+		byClient[p.req.Client] = append(byClient[p.req.Client], p)
 	}
-	vectors := make([][]float32, 0, len(texts))
-	for lo := 0; lo < len(texts); lo += embedBatch {
-		vs, err := k.embedder.Embed(ctx, texts[lo:min(len(texts), lo+embedBatch)])
+	for _, client := range clients {
+		e, err := k.embedderFor(ctx, client)
 		if err != nil {
 			return fmt.Errorf("embed: %w", err)
 		}
-		vectors = append(vectors, vs...)
-	}
-	if len(vectors) != len(texts) {
-		return fmt.Errorf("embed: %d vectors for %d chunks", len(vectors), len(texts))
-	}
-	for _, p := range ps {
-		for i := range p.chunks {
-			p.chunks[i].Vector = vectors[i]
+		ps := byClient[client]
+		var texts []string
+		for _, p := range ps {
+			texts = append(texts, p.texts...)
 		}
-		vectors = vectors[len(p.chunks):]
+		vectors := make([][]float32, 0, len(texts))
+		for lo := 0; lo < len(texts); lo += embedBatch {
+			vs, err := e.Embed(ctx, texts[lo:min(len(texts), lo+embedBatch)])
+			if err != nil {
+				return fmt.Errorf("embed: %w", err)
+			}
+			vectors = append(vectors, vs...)
+		}
+		if len(vectors) != len(texts) {
+			return fmt.Errorf("embed: %d vectors for %d chunks", len(vectors), len(texts))
+		}
+		for _, p := range ps {
+			for i := range p.chunks {
+				p.chunks[i].Vector = vectors[i]
+			}
+			vectors = vectors[len(p.chunks):]
+		}
 	}
 	return nil
 }

@@ -174,11 +174,15 @@ func (k *KB) Search(ctx context.Context, req SearchRequest) (EvidencePack, error
 	}
 	t := time.Now()
 	if alpha > 0 {
-		vs, err := k.embedder.Embed(ctx, []string{req.Query})
+		e, err := k.embedderFor(ctx, req.Client)
+		if err != nil {
+			return pack, err
+		}
+		vs, err := e.Embed(ctx, []string{req.Query})
 		if err != nil {
 			return pack, fmt.Errorf("embed query: %w", err)
 		}
-		if q.Vector, err = k.queryVector(ctx, req.Client, vs[0]); err != nil {
+		if q.Vector, err = k.queryVector(ctx, req.Client, e, vs[0]); err != nil {
 			return pack, fmt.Errorf("the client's common directions: %w", err)
 		}
 	}
@@ -447,13 +451,17 @@ func (k *KB) VectorRecall(ctx context.Context, client string, queries []string, 
 	if !ok || len(queries) == 0 {
 		return 0, false, nil
 	}
-	vs, err := k.embedder.Embed(ctx, queries)
+	e, err := k.embedderFor(ctx, client)
+	if err != nil {
+		return 0, false, err
+	}
+	vs, err := e.Embed(ctx, queries)
 	if err != nil {
 		return 0, false, fmt.Errorf("embed queries: %w", err)
 	}
 	found, total := 0, 0
 	for _, v := range vs {
-		qv, err := k.queryVector(ctx, client, v)
+		qv, err := k.queryVector(ctx, client, e, v)
 		if err != nil {
 			return 0, false, fmt.Errorf("the client's common directions: %w", err)
 		}

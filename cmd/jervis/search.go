@@ -23,8 +23,9 @@ import (
 
 // openKB opens the knowledge base — graph.db in the data directory, the
 // chunks (chunks.db there, or Weaviate with rag.backend weaviate) and the
-// GloVe embedder — with aliases in st. Closing it leaves st open.
-func (a *app) openKB(ctx context.Context, st store.Aliases) (*embedded.KB, error) {
+// GloVe embedder — with the alias registry and encoders in st. Closing it
+// leaves st open.
+func (a *app) openKB(ctx context.Context, st embedded.Registry) (*embedded.KB, error) {
 	b, err := a.serverBackends(ctx)
 	if err != nil {
 		return nil, err

@@ -303,10 +303,46 @@ type ModelCache interface {
 	PutModelAnswer(ctx context.Context, key string, answer []byte) error
 }
 
+// Encoder is a client's own text encoder (kb/embed/corpus): the model, by
+// its name (the identity of its vectors), and what it was trained on.
+type Encoder struct {
+	Client    string    `json:"client"`
+	Name      string    `json:"name"`
+	Model     []byte    `json:"-"`
+	Items     int       `json:"items"` // the documents trained on
+	TrainedAt time.Time `json:"trainedAt"`
+}
+
+// Encoders keeps each client's encoder, so that every process of a
+// deployment embeds the client's texts alike.
+type Encoders interface {
+	// PutEncoder stores a client's encoder, replacing the one it had.
+	PutEncoder(ctx context.Context, e Encoder) error
+	// GetEncoder returns a client's encoder, or ErrNotFound.
+	GetEncoder(ctx context.Context, client string) (Encoder, error)
+	// EncoderName returns the name of a client's encoder ("" when it has
+	// none) without reading the model: processes check it often.
+	EncoderName(ctx context.Context, client string) (string, error)
+}
+
+// ValidateEncoder checks an encoder before it is stored.
+func ValidateEncoder(e Encoder) error {
+	switch {
+	case ValidateClientID(e.Client) != nil:
+		return invalid("client", ValidateClientID(e.Client).Error())
+	case e.Name == "":
+		return invalid("name", "required")
+	case len(e.Model) == 0:
+		return invalid("model", "required")
+	}
+	return nil
+}
+
 // Store is every role of the pipeline state in one backend.
 type Store interface {
 	LinkPatterns
 	ModelCache
+	Encoders
 	Documents
 	Tasks
 	Memories

@@ -33,10 +33,17 @@ type KB struct {
 // Close closes the graph and chunk stores (not the alias registry).
 func (k *KB) Close() error { return errors.Join(k.Chunks.Close(), k.Graph.Close()) }
 
-// OpenKB opens the knowledge base in dir with aliases from the pipeline
-// store.
-func OpenKB(ctx context.Context, dir string, aliases store.Aliases) (*KB, error) {
-	return OpenKBWith(ctx, dir, aliases, Backends{})
+// Registry is what the knowledge base keeps in the pipeline store: the
+// alias registry and the clients' own encoders (store.Store is one).
+type Registry interface {
+	store.Aliases
+	store.Encoders
+}
+
+// OpenKB opens the knowledge base in dir with the registry of the pipeline
+// store (nil: none).
+func OpenKB(ctx context.Context, dir string, reg Registry) (*KB, error) {
+	return OpenKBWith(ctx, dir, reg, Backends{})
 }
 
 // Backends replace the embedded ones; nil fields keep them.
@@ -51,7 +58,7 @@ type Backends struct {
 }
 
 // OpenKBWith is OpenKB with some backends given.
-func OpenKBWith(ctx context.Context, dir string, aliases store.Aliases, b Backends) (*KB, error) {
+func OpenKBWith(ctx context.Context, dir string, reg Registry, b Backends) (*KB, error) {
 	var err error
 	g := b.Graph
 	if g == nil {
@@ -77,7 +84,10 @@ func OpenKBWith(ctx context.Context, dir string, aliases store.Aliases, b Backen
 			return nil, err
 		}
 	}
-	cfg := kb.Config{Graph: g, Chunks: c, Embedder: e, Aliases: aliases}
+	cfg := kb.Config{Graph: g, Chunks: c, Embedder: e}
+	if reg != nil {
+		cfg.Aliases, cfg.Encoders = reg, reg
+	}
 	if _, ok := e.(embed.WordWeigher); !ok { // search's feedback weighs words by GloVe's ranks
 		if cfg.Words, err = glove.New(); err != nil {
 			g.Close()

@@ -75,7 +75,7 @@ type Store struct {
 
 	docs, tasks, memories, events, counters *mgo.Collection
 	aliases, cursors, clients, keys, links  *mgo.Collection
-	answers                                 *mgo.Collection
+	answers, encoders                       *mgo.Collection
 	facts, decisions                        *mgo.Collection
 
 	gapWait time.Duration
@@ -120,7 +120,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		docs: db.Collection(collDocuments), tasks: db.Collection(collTasks),
 		memories: db.Collection("task_memory"), events: db.Collection("events"), counters: db.Collection("counters"),
 		aliases: db.Collection("aliases"), cursors: db.Collection("cursors"), clients: db.Collection("clients"),
-		keys: db.Collection("api_keys"), links: db.Collection("link_patterns"), answers: db.Collection("model_answers"),
+		keys: db.Collection("api_keys"), links: db.Collection("link_patterns"), answers: db.Collection("model_answers"), encoders: db.Collection("encoders"),
 		facts: db.Collection("identity_facts"), decisions: db.Collection("identity_decisions"),
 		gapWait: cmp.Or(o.GapWait, 10*time.Second),
 	}

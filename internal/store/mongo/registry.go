@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -387,4 +388,44 @@ func (s *Store) PutModelAnswer(ctx context.Context, key string, answer []byte) e
 	_, err := s.answers.UpdateOne(ctx, bson.M{"_id": key}, bson.M{"$set": bson.M{"answer": answer, "updatedAt": micros(time.Now())}},
 		options.Update().SetUpsert(true))
 	return err
+}
+
+// encoderRecord is a client's encoder in the encoders collection (_id: the
+// client).
+type encoderRecord struct {
+	Name      string `bson:"name"`
+	Model     []byte `bson:"model"`
+	Items     int    `bson:"items"`
+	TrainedAt int64  `bson:"trainedAt"`
+}
+
+// PutEncoder implements store.Encoders.
+func (s *Store) PutEncoder(ctx context.Context, e store.Encoder) error {
+	if err := store.ValidateEncoder(e); err != nil {
+		return err
+	}
+	_, err := s.encoders.ReplaceOne(ctx, bson.M{"_id": e.Client},
+		encoderRecord{Name: e.Name, Model: e.Model, Items: e.Items, TrainedAt: micros(e.TrainedAt)}, options.Replace().SetUpsert(true))
+	return err
+}
+
+// GetEncoder implements store.Encoders.
+func (s *Store) GetEncoder(ctx context.Context, client string) (store.Encoder, error) {
+	var r encoderRecord
+	if err := s.encoders.FindOne(ctx, bson.M{"_id": client}).Decode(&r); err != nil {
+		return store.Encoder{Client: client}, notFound(err, "encoder of "+client)
+	}
+	return store.Encoder{Client: client, Name: r.Name, Model: r.Model, Items: r.Items, TrainedAt: fromMicros(r.TrainedAt)}, nil
+}
+
+// EncoderName implements store.Encoders.
+func (s *Store) EncoderName(ctx context.Context, client string) (string, error) {
+	var r struct {
+		Name string `bson:"name"`
+	}
+	err := s.encoders.FindOne(ctx, bson.M{"_id": client}, options.FindOne().SetProjection(bson.M{"name": 1})).Decode(&r)
+	if errors.Is(err, mgo.ErrNoDocuments) {
+		return "", nil
+	}
+	return r.Name, err
 }

@@ -202,4 +202,14 @@ INSERT INTO document_bodies (id, raw, normalized) SELECT id, raw, normalized FRO
 ALTER TABLE documents DROP COLUMN raw;
 ALTER TABLE documents DROP COLUMN normalized;
 `,
+	// 11: each client's own encoder.
+	`
+CREATE TABLE encoders (
+	client     TEXT PRIMARY KEY,
+	name       TEXT NOT NULL,
+	model      BLOB NOT NULL,
+	items      INTEGER NOT NULL,
+	trained_at INTEGER NOT NULL
+) STRICT;
+`,
 }

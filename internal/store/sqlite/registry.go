@@ -421,3 +421,35 @@ func (s *Store) PutModelAnswer(ctx context.Context, key string, answer []byte) e
 		return err
 	})
 }
+
+// PutEncoder implements store.Encoders.
+func (s *Store) PutEncoder(ctx context.Context, e store.Encoder) error {
+	if err := store.ValidateEncoder(e); err != nil {
+		return err
+	}
+	return s.db.Write(ctx, "put encoder", func(tx sqlitedb.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO encoders (client, name, model, items, trained_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (client) DO UPDATE SET name = excluded.name, model = excluded.model, items = excluded.items, trained_at = excluded.trained_at`,
+			e.Client, e.Name, e.Model, e.Items, sqlitedb.Micros(e.TrainedAt))
+		return err
+	})
+}
+
+// GetEncoder implements store.Encoders.
+func (s *Store) GetEncoder(ctx context.Context, client string) (store.Encoder, error) {
+	e := store.Encoder{Client: client}
+	var at int64
+	err := s.db.QueryRow(ctx, `SELECT name, model, items, trained_at FROM encoders WHERE client = ?`, client).Scan(&e.Name, &e.Model, &e.Items, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, fmt.Errorf("encoder of %s: %w", client, store.ErrNotFound)
+	}
+	e.TrainedAt = sqlitedb.Time(at)
+	return e, s.db.Explain("get encoder", err)
+}
+
+// EncoderName implements store.Encoders.
+func (s *Store) EncoderName(ctx context.Context, client string) (string, error) {
+	var name string
+	err := s.db.QueryRow(ctx, `SELECT coalesce((SELECT name FROM encoders WHERE client = ?), '')`, client).Scan(&name)
+	return name, s.db.Explain("encoder name", err)
+}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -265,6 +266,40 @@ func testModelCache(t *testing.T, s store.Store) {
 		}
 		if got := must(s.GetModelAnswer(ctx(t), "k"))(t); string(got) != v {
 			t.Fatalf("got %s, want %s", got, v)
+		}
+	}
+}
+
+func testEncoders(t *testing.T, s store.Store) {
+	if _, err := s.GetEncoder(ctx(t), "acme"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("none yet: %v", err)
+	}
+	if name := must(s.EncoderName(ctx(t), "acme"))(t); name != "" {
+		t.Fatalf("none yet, named %q", name)
+	}
+	model := bytes.Repeat([]byte{0, 1, 0xff, 'x'}, 1<<18) // 1 MiB, every byte value kept
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	for i, e := range []store.Encoder{
+		{Client: "acme", Name: "corpus-1", Model: model, Items: 7171, TrainedAt: at},
+		{Client: "acme", Name: "corpus-2", Model: []byte("two"), Items: 8000, TrainedAt: at.Add(time.Hour)},
+	} {
+		if err := s.PutEncoder(ctx(t), e); err != nil {
+			t.Fatal(err)
+		}
+		got := must(s.GetEncoder(ctx(t), "acme"))(t)
+		if got.Name != e.Name || !bytes.Equal(got.Model, e.Model) || got.Items != e.Items || !got.TrainedAt.Equal(e.TrainedAt) {
+			t.Fatalf("put %d: got %s (%d bytes, %d items, %v)", i, got.Name, len(got.Model), got.Items, got.TrainedAt)
+		}
+		if name := must(s.EncoderName(ctx(t), "acme"))(t); name != e.Name {
+			t.Fatalf("put %d: named %q", i, name)
+		}
+	}
+	if _, err := s.GetEncoder(ctx(t), "globex"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another client's: %v", err)
+	}
+	for _, bad := range []store.Encoder{{Client: "Bad!", Name: "x", Model: []byte("x")}, {Client: "acme", Model: []byte("x")}, {Client: "acme", Name: "x"}} {
+		if err := s.PutEncoder(ctx(t), bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%+v: %v", bad, err)
 		}
 	}
 }

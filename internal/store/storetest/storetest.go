@@ -61,6 +61,7 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 	t.Run("Stats", func(t *testing.T) { t.Parallel(); testStats(t, newStore(t)) })
 	t.Run("LinkPatterns", func(t *testing.T) { t.Parallel(); testLinkPatterns(t, newStore(t)) })
 	t.Run("ModelCache", func(t *testing.T) { t.Parallel(); testModelCache(t, newStore(t)) })
+	t.Run("Encoders", func(t *testing.T) { t.Parallel(); testEncoders(t, newStore(t)) })
 	t.Run("ListingPages", func(t *testing.T) { t.Parallel(); testListingPages(t, newStore(t)) })
 	t.Run("DegradedDocuments", func(t *testing.T) { t.Parallel(); testDegradedDocuments(t, newStore(t)) })
 	t.Run("ClientNamespaces", func(t *testing.T) { t.Parallel(); testClientNamespaces(t, newStore(t)) })

@@ -108,7 +108,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 	for _, p := range pairs {
 		items = append(items, append(tokens(p.Title), tokens(p.Body)...))
 	}
-	words, idf := vocabulary(items, 1, 1)
+	words, idf := vocabulary(items, 1, 1, 1000)
 	lookup := func(w string) (int32, bool) { j, ok := words[w]; return j, ok }
 	var q, d [][]entry
 	for _, p := range pairs {

@@ -1,0 +1,186 @@
+package kb
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/embed"
+	"github.com/jervis-dev/jervis/kb/embed/corpus"
+)
+
+// A client's own encoder (kb/embed/corpus) replaces the KB's embedder for
+// its texts once trained (TrainEncoder): its queries at once, its chunks as
+// they are written. Every process of a deployment reads it from the
+// pipeline store (Config.Encoders) and asks at most once an encoderCheck
+// whether it changed.
+const encoderCheck = time.Second
+
+// encoderBodyBytes is how much of a document's body an encoder is trained
+// on (the beginning: what an item is about comes first).
+const encoderBodyBytes = 20_000
+
+// encoders is what a KB knows of its clients' encoders.
+type encoders struct {
+	mu       sync.Mutex
+	byClient map[string]*clientEncoder
+}
+
+type clientEncoder struct {
+	name    string        // "": none, the KB's embedder
+	model   *corpus.Model // nil: none
+	checked time.Time
+}
+
+// embedderFor returns the embedder of client's vectors: its own encoder
+// when it has one, else the KB's.
+func (k *KB) embedderFor(ctx context.Context, client string) (embed.Embedder, error) {
+	if k.encoderStore == nil {
+		return k.embedder, nil
+	}
+	k.enc.mu.Lock()
+	ce := k.enc.byClient[client]
+	k.enc.mu.Unlock()
+	if ce != nil && time.Since(ce.checked) < encoderCheck {
+		return ce.embedder(k.embedder), nil
+	}
+	name, err := k.encoderStore.EncoderName(ctx, client)
+	if err != nil {
+		return nil, fmt.Errorf("the client's encoder: %w", err)
+	}
+	next := &clientEncoder{name: name, checked: time.Now()}
+	if ce != nil && ce.name == name {
+		next.model = ce.model
+	} else if name != "" {
+		e, err := k.encoderStore.GetEncoder(ctx, client)
+		if err != nil {
+			return nil, fmt.Errorf("the client's encoder: %w", err)
+		}
+		if next.model, err = corpus.Load(e.Model); err != nil {
+			return nil, fmt.Errorf("the client's encoder %s: %w", e.Name, err)
+		}
+		next.name = next.model.Model()
+	}
+	k.setEncoder(client, next)
+	return next.embedder(k.embedder), nil
+}
+
+func (ce *clientEncoder) embedder(fallback embed.Embedder) embed.Embedder {
+	if ce.model == nil {
+		return fallback
+	}
+	return ce.model
+}
+
+func (k *KB) setEncoder(client string, ce *clientEncoder) {
+	k.enc.mu.Lock()
+	defer k.enc.mu.Unlock()
+	if k.enc.byClient == nil {
+		k.enc.byClient = map[string]*clientEncoder{}
+	}
+	k.enc.byClient[client] = ce
+}
+
+// DocumentLister lists source documents (store.Documents does).
+type DocumentLister interface {
+	ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error)
+}
+
+// EncoderOptions tune TrainEncoder.
+type EncoderOptions struct {
+	corpus.Options
+	// Except leaves these documents out of the training (by ID); a
+	// measurement's held-out queries.
+	Except map[string]bool
+}
+
+// TrainEncoder trains client's own encoder on its documents — the latest
+// version of each item, its title the query side and its body the passage
+// side (corpus.Train; a sample of Options.MaxPairs of them when there are
+// more) —, stores it and embeds the client's texts with it from then on:
+// its queries at once, its chunks as they are written. The chunks written
+// before keep the vectors of the embedder they were written with until the
+// client's documents are replayed (a reprocess with wipe: the caller
+// starts it), and its vector search compares unlike vectors meanwhile.
+// The vectors' dimension is the KB embedder's, so that a chunk store that
+// fixes it takes both. corpus.ErrTooFew: the client has too few documents.
+func (k *KB) TrainEncoder(ctx context.Context, client string, docs DocumentLister, o EncoderOptions) (store.Encoder, error) {
+	if err := store.ValidateClientID(client); err != nil {
+		return store.Encoder{}, err
+	}
+	if k.encoderStore == nil {
+		return store.Encoder{}, fmt.Errorf("%w: this knowledge base keeps no encoders", store.ErrInvalid)
+	}
+	if o.Dim == 0 {
+		o.Dim = k.embedder.Dimension()
+	}
+	pairs, err := encoderPairs(ctx, client, docs, o)
+	if err != nil {
+		return store.Encoder{}, err
+	}
+	m, err := corpus.Train(ctx, pairs, o.Options)
+	if err != nil {
+		return store.Encoder{}, err
+	}
+	raw, err := m.MarshalBinary()
+	if err != nil {
+		return store.Encoder{}, err
+	}
+	e := store.Encoder{Client: client, Name: m.Model(), Model: raw, Items: len(pairs), TrainedAt: time.Now().UTC()}
+	if err := k.encoderStore.PutEncoder(ctx, e); err != nil {
+		return store.Encoder{}, fmt.Errorf("store the encoder: %w", err)
+	}
+	k.setEncoder(client, &clientEncoder{name: e.Name, model: m, checked: time.Now()})
+	return e, nil
+}
+
+// encoderPairs reads the latest version of each of client's items (a
+// listing is most recently updated first) as a title and the beginning of
+// its body, a uniform sample of o.MaxPairs at most (reservoir sampling:
+// the listing is read once, and only the sample is kept).
+func encoderPairs(ctx context.Context, client string, docs DocumentLister, o EncoderOptions) ([]corpus.Pair, error) {
+	maxPairs := o.MaxPairs
+	if maxPairs == 0 {
+		maxPairs = 50_000
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x70616972))
+	seen := map[string]bool{}
+	var pairs []corpus.Pair
+	n := 0
+	var after *store.Position
+	for {
+		page, err := docs.ListDocuments(ctx, store.DocumentQuery{Client: client, Limit: 1000, After: after})
+		if err != nil {
+			return nil, fmt.Errorf("list the client's documents: %w", err)
+		}
+		for _, d := range page {
+			item := string(d.SourceType) + "\x00" + d.ExternalID
+			if seen[item] {
+				continue // an older version
+			}
+			seen[item] = true
+			if o.Except[d.ID] {
+				continue
+			}
+			body := d.Normalized.Body
+			if len(body) > encoderBodyBytes {
+				body = body[:encoderBodyBytes]
+			}
+			p := corpus.Pair{Title: d.Normalized.Title, Body: body}
+			n++
+			if len(pairs) < maxPairs {
+				pairs = append(pairs, p)
+			} else if j := rng.IntN(n); j < maxPairs {
+				pairs[j] = p
+			}
+		}
+		if len(page) < 1000 {
+			return pairs, nil
+		}
+		last := page[len(page)-1]
+		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
+	}
+}

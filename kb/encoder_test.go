@@ -1,0 +1,117 @@
+package kb_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed/corpus"
+	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
+)
+
+// topicItems are n items of each of topics topics whose titles and bodies
+// share no word: topic t's titles use its own title words ("tit3x1"), its
+// bodies its own body words ("bod3x7") and words every topic uses. No
+// general-purpose embedder knows any of them; only an encoder trained on
+// the items can join a title to its topic's bodies.
+func topicItems(rng *rand.Rand, topics, n int) (titles, bodies []string) {
+	for t := range topics {
+		for range n {
+			titles = append(titles, topicTitle(rng, t))
+			var ws []string
+			for range 12 {
+				ws = append(ws, fmt.Sprintf("bod%dx%d", t, rng.IntN(12)), fmt.Sprintf("common%d", rng.IntN(40)))
+			}
+			bodies = append(bodies, strings.Join(ws, " "))
+		}
+	}
+	return titles, bodies
+}
+
+func topicTitle(rng *rand.Rand, t int) string {
+	return fmt.Sprintf("tit%dx%d tit%dx%d tit%dx%d", t, rng.IntN(8), t, rng.IntN(8), t, rng.IntN(8))
+}
+
+func TestClientsOwnEncoder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := newEnvAt(t, dir)
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(11, 12))
+	titles, bodies := topicItems(rng, 15, 10)
+	var docs []store.Document
+	for i := range titles {
+		body := titles[i] + "\n\n" + bodies[i]
+		docs = append(docs, store.Document{Client: "acme", SourceType: store.SourceJira, ExternalID: fmt.Sprintf("T-%d", i), Raw: []byte(body),
+			Normalized: store.Normalized{Title: titles[i], Body: bodies[i]}, ObservedAt: time.Now()})
+	}
+	if _, err := e.store.PutDocuments(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kb.TrainEncoder(ctx, "globex", e.store, kb.EncoderOptions{}); !errors.Is(err, corpus.ErrTooFew) {
+		t.Fatalf("a client with no documents: %v, want corpus.ErrTooFew", err)
+	}
+	enc, err := e.kb.TrainEncoder(ctx, "acme", e.store, kb.EncoderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.Items != len(titles) || !strings.HasPrefix(enc.Name, "corpus-") {
+		t.Fatalf("trained %s on %d items, want %d", enc.Name, enc.Items, len(titles))
+	}
+	// Both clients ingest the same items; only acme's are embedded by its
+	// encoder.
+	ids := map[string][]string{}
+	for _, client := range []string{"acme", "globex"} {
+		for i := range titles {
+			res, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: client, MainNode: fmt.Sprintf("jira:t-%d", i), Title: titles[i],
+				Content: bodies[i], SourceType: "JIRA", Kind: kb.KindBody})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[client] = append(ids[client], res.Chunks...)
+		}
+	}
+	a, err := e.chunks.For("acme").Get(ctx, ids["acme"][0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.chunks.For("globex").Get(ctx, ids["globex"][0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a[0].Text != g[0].Text || slices.Equal(a[0].Vector, g[0].Vector) {
+		t.Fatalf("acme's and globex's vectors of %q are alike: globex has no encoder", a[0].Text)
+	}
+	// A new title finds its topic's items by vectors alone, in this KB
+	// and in another process's over the same store.
+	other := embeddedtest.Open(t, dir)
+	for name, k := range map[string]*kb.KB{"this process": e.kb, "another process": other.KB.KB} {
+		right, all := 0, 0
+		for tp := range 15 {
+			pack, err := k.Search(ctx, kb.SearchRequest{Client: "acme", Query: topicTitle(rng, tp), Alpha: new(1.0), NoFeedback: true, Limit: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range pack.Items {
+				if it.Kind != kb.ItemSource {
+					continue
+				}
+				var i int
+				fmt.Sscanf(it.SourceURN, "jira:t-%d", &i)
+				all++
+				if i/10 == tp {
+					right++
+				}
+			}
+		}
+		if all == 0 || float64(right)/float64(all) < 0.9 {
+			t.Errorf("%s: %d of %d items found by vectors are of the title's topic", name, right, all)
+		}
+	}
+}
