@@ -3,8 +3,11 @@ package sqlite
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jervis-dev/jervis/internal/store"
 )
 
 // TestStatsReadIndexesOnly: no query of Stats reads every row of the
@@ -36,6 +39,30 @@ func TestStatsReadIndexesOnly(t *testing.T) {
 				t.Errorf("%s\nscans a table: %q", strings.Join(strings.Fields(q.sql), " "), plan)
 			}
 		}
+	}
+}
+
+// A document's tasks are listed by the source document's index, not by
+// walking the client's listing (a reprocess lists them for every document).
+func TestDocumentTasksListedByTheirIndex(t *testing.T) {
+	s := openTemp(t)
+	query, args := listTasksSQL(store.TaskQuery{Client: "acme", SourceDoc: "doc_1", Limit: 10000})
+	rows, err := s.db.Query(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notUsed int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notUsed, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if !slices.ContainsFunc(plan, func(step string) bool { return strings.Contains(step, "USING INDEX tasks_source (source_doc=?)") }) {
+		t.Errorf("plan %q, want a search of tasks_source", plan)
 	}
 }
 

@@ -242,10 +242,24 @@ func (s *Store) RescueTasks(ctx context.Context, stage store.Stage, now time.Tim
 
 // ListTasks implements store.Tasks.
 func (s *Store) ListTasks(ctx context.Context, q store.TaskQuery) ([]store.Task, error) {
-	where, args := listFilter(map[string]string{"client": q.Client, "state": string(q.State), "kind": string(q.Kind), "source_doc": q.SourceDoc}, q.After)
-	ts, err := queryTasks(ctx, s.db.Reads(), `SELECT `+taskColumns+` FROM tasks WHERE `+where+` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))...)
+	query, args := listTasksSQL(q)
+	ts, err := queryTasks(ctx, s.db.Reads(), query, args...)
 	if err != nil {
 		return nil, s.db.Explain("list tasks", err)
 	}
 	return ts, nil
+}
+
+// listTasksSQL is the query of ListTasks. A document's tasks are read by
+// the source document's index: ordered as the listing is, the client's
+// listing index would be walked whole instead, sorting nothing but reading
+// every task of the client — for each document a reprocess replays (5,128
+// Jira issues: 3 min 40 s for a dry run).
+func listTasksSQL(q store.TaskQuery) (string, []any) {
+	where, args := listFilter(map[string]string{"client": q.Client, "state": string(q.State), "kind": string(q.Kind), "source_doc": q.SourceDoc}, q.After)
+	from := "tasks"
+	if q.SourceDoc != "" {
+		from = "tasks INDEXED BY tasks_source"
+	}
+	return `SELECT ` + taskColumns + ` FROM ` + from + ` WHERE ` + where + ` ORDER BY updated_at DESC, id LIMIT ?`, append(args, listLimit(q.Limit))
 }
