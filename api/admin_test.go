@@ -129,23 +129,74 @@ func TestAdminRetriesAndCancelsTasks(t *testing.T) {
 	}
 }
 
+// waitJob waits for job id to end and returns it.
+func (f fixture) waitJob(t *testing.T, id string) map[string]any {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		code, job := call(t, "GET", f.url+"/admin/v1/jobs/"+id, f.admin, "")
+		if code != http.StatusOK {
+			t.Fatalf("job %s: %d %v", id, code, job)
+		}
+		if job["state"] != api.JobRunning {
+			return job
+		}
+	}
+	t.Fatalf("job %s still running", id)
+	return nil
+}
+
+func TestEncoderJobs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	// Too few documents: the job fails, and says why.
+	code, job := call(t, "POST", f.url+"/admin/v1/clients/acme/encoder", f.admin, "")
+	if code != http.StatusAccepted {
+		t.Fatalf("start: %d %v", code, job)
+	}
+	if done := f.waitJob(t, job["id"].(string)); done["state"] != api.JobFailed || !strings.Contains(done["error"].(string), "too few") {
+		t.Fatalf("a client of one document: %v", done)
+	}
+	// 150 more: issues of 15 topics, each topic its own words.
+	var docs []store.Document
+	for i := range 150 {
+		tp := i / 10
+		title := fmt.Sprintf("t%dw%d t%dw%d failure", tp, i%7, tp, (i+3)%7)
+		var body []string
+		for j := range 20 {
+			body = append(body, fmt.Sprintf("b%dw%d", tp, (i+j)%13), fmt.Sprintf("shared%d", (i*7+j)%40))
+		}
+		docs = append(docs, store.Document{Client: "acme", SourceType: store.SourceJira, ExternalID: fmt.Sprintf("T-%d", i), Raw: []byte(title),
+			Normalized: store.Normalized{Title: title, Body: strings.Join(body, " ")}})
+	}
+	if _, err := f.st.PutDocuments(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	code, job = call(t, "POST", f.url+"/admin/v1/clients/acme/encoder", f.admin, `{"replay":true}`)
+	if code != http.StatusAccepted || job["kind"] != "encoder" {
+		t.Fatalf("start: %d %v", code, job)
+	}
+	done := f.waitJob(t, job["id"].(string))
+	enc, _ := done["encoder"].(map[string]any)
+	trained, _ := enc["trained"].(map[string]any)
+	p := done["progress"].(map[string]any)
+	if done["state"] != api.JobDone || enc["epoch"] != enc["epochs"] || trained["items"] != 151.0 || p["selected"] != 151.0 || p["wiped"] != true {
+		t.Fatalf("trained and replayed: %v", done)
+	}
+	for client, want := range map[string]string{"acme": trained["name"].(string), "globex": ""} {
+		if name, err := f.st.EncoderName(ctx, client); err != nil || name != want {
+			t.Errorf("%s's encoder %q (%v), want %q", client, name, err, want)
+		}
+	}
+	if code, _ := call(t, "POST", f.url+"/admin/v1/clients/acme/encoder", f.acme.key, ""); code != http.StatusForbidden {
+		t.Errorf("a client's key trains: %d", code)
+	}
+}
+
 func TestReprocessJobs(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	wait := func(id string) map[string]any {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			code, job := call(t, "GET", f.url+"/admin/v1/jobs/"+id, f.admin, "")
-			if code != http.StatusOK {
-				t.Fatalf("job %s: %d %v", id, code, job)
-			}
-			if job["state"] != api.JobRunning {
-				return job
-			}
-		}
-		t.Fatalf("job %s still running", id)
-		return nil
-	}
+	wait := func(id string) map[string]any { return f.waitJob(t, id) }
 	code, job := call(t, "POST", f.url+"/admin/v1/reprocess", f.admin, `{"client":"acme","dryRun":true,"wipe":true}`)
 	if code != http.StatusAccepted || job["id"] == nil {
 		t.Fatalf("start: %d %v", code, job)

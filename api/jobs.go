@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
@@ -11,11 +12,16 @@ import (
 	"github.com/jervis-dev/jervis/internal/reprocess"
 )
 
-// Job is an admin job (a reprocess) and how far it got.
+// Job is an admin job (a reprocess, or an encoder's training and the
+// replay after it) and how far it got.
 type Job struct {
-	ID         string             `json:"id"`
-	Kind       string             `json:"kind"`
-	State      string             `json:"state"` // running, done, failed
+	ID    string `json:"id"`
+	Kind  string `json:"kind"`  // reprocess, encoder
+	State string `json:"state"` // running, done, failed
+	// Encoder is an encoder job's training (nil for a reprocess).
+	Encoder *EncoderProgress `json:"encoder,omitempty"`
+	// Request and Progress are the replay's (an encoder job's after its
+	// training, when it replays).
 	Request    reprocess.Request  `json:"request"`
 	Progress   reprocess.Progress `json:"progress"`
 	Error      string             `json:"error,omitempty"`
@@ -104,27 +110,43 @@ func (s *Server) reprocess(r *http.Request, _ Principal) (any, error) {
 func (s *Server) startReprocess(req reprocess.Request) (Job, error) {
 	var id [8]byte
 	rand.Read(id[:])
-	job := &Job{ID: "job_" + hex.EncodeToString(id[:]), Kind: "reprocess", State: JobRunning, Request: req, StartedAt: time.Now().UTC()}
+	return s.startJob(&Job{Kind: "reprocess", Request: req}, func(ctx context.Context, job *Job) error {
+		p, err := s.replay(ctx, job.ID, req)
+		if err == nil {
+			s.log.Info("reprocess job done", "job", job.ID, "client", req.Client, "documents", p.Processed, "tasks", p.TasksReset, "dry_run", req.DryRun)
+		}
+		return err
+	}), nil
+}
+
+// startJob starts job (its kind and request set) running run in the
+// background, and returns it as it starts.
+func (s *Server) startJob(job *Job, run func(ctx context.Context, job *Job) error) Job {
+	var id [8]byte
+	rand.Read(id[:])
+	job.ID, job.State, job.StartedAt = "job_"+hex.EncodeToString(id[:]), JobRunning, time.Now().UTC()
 	s.jobs.add(job)
 	s.jobs.wg.Go(func() {
-		ctx := s.cfg.BaseContext
-		p, err := reprocess.Run(ctx, s.cfg.Store, s.cfg.KB, req, func(p reprocess.Progress) {
-			s.jobs.update(job.ID, func(j *Job) { j.Progress = p })
-		})
+		err := run(s.cfg.BaseContext, job)
 		s.jobs.update(job.ID, func(j *Job) {
-			j.Progress, j.State, j.FinishedAt = p, JobDone, time.Now().UTC()
+			j.State, j.FinishedAt = JobDone, time.Now().UTC()
 			if err != nil {
 				j.State, j.Error = JobFailed, err.Error()
 			}
 		})
 		if err != nil {
-			s.log.Error("reprocess job failed", "job", job.ID, "client", req.Client, "err", err)
-		} else {
-			s.log.Info("reprocess job done", "job", job.ID, "client", req.Client, "documents", p.Processed, "tasks", p.TasksReset, "dry_run", req.DryRun)
+			s.log.Error(job.Kind+" job failed", "job", job.ID, "client", job.Request.Client, "err", err)
 		}
 	})
 	snapshot, _ := s.jobs.get(job.ID)
-	return snapshot, nil
+	return snapshot
+}
+
+// replay runs a reprocess for job id, its progress kept in the job.
+func (s *Server) replay(ctx context.Context, id string, req reprocess.Request) (reprocess.Progress, error) {
+	return reprocess.Run(ctx, s.cfg.Store, s.cfg.KB, req, func(p reprocess.Progress) {
+		s.jobs.update(id, func(j *Job) { j.Progress = p })
+	})
 }
 
 func (s *Server) job(r *http.Request, _ Principal) (any, error) {

@@ -157,6 +157,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	admin("POST /admin/v1/keys/{id}/revoke", s.revokeKey)
 	admin("POST /admin/v1/clients/{client}/merges", s.identityDecision(true))
 	admin("POST /admin/v1/clients/{client}/splits", s.identityDecision(false))
+	admin("POST /admin/v1/clients/{client}/encoder", s.trainEncoder)
 	admin("GET /admin/v1/clients/{client}/link-patterns", s.linkPatterns)
 	admin("POST /admin/v1/clients/{client}/link-patterns", s.addLinkPattern)
 	admin("DELETE /admin/v1/clients/{client}/link-patterns", s.removeLinkPattern)

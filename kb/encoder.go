@@ -1,9 +1,11 @@
 package kb
 
 import (
+	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -139,17 +141,13 @@ func (k *KB) TrainEncoder(ctx context.Context, client string, docs DocumentListe
 
 // encoderPairs reads the latest version of each of client's items (a
 // listing is most recently updated first) as a title and the beginning of
-// its body, a uniform sample of o.MaxPairs at most (reservoir sampling:
-// the listing is read once, and only the sample is kept).
+// its body: o.MaxPairs of them at most, those whose document IDs hash
+// lowest — a sample that does not depend on the listing's order, read in
+// one pass, keeping only the sample.
 func encoderPairs(ctx context.Context, client string, docs DocumentLister, o EncoderOptions) ([]corpus.Pair, error) {
-	maxPairs := o.MaxPairs
-	if maxPairs == 0 {
-		maxPairs = 50_000
-	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x70616972))
+	maxPairs := cmp.Or(o.MaxPairs, 50_000)
 	seen := map[string]bool{}
-	var pairs []corpus.Pair
-	n := 0
+	sample := &pairHeap{}
 	var after *store.Position
 	for {
 		page, err := docs.ListDocuments(ctx, store.DocumentQuery{Client: client, Limit: 1000, After: after})
@@ -165,22 +163,50 @@ func encoderPairs(ctx context.Context, client string, docs DocumentLister, o Enc
 			if o.Except[d.ID] {
 				continue
 			}
+			h := fnv.New64a()
+			h.Write([]byte(d.ID))
+			key := h.Sum64()
+			if sample.Len() == maxPairs {
+				if key >= (*sample)[0].key {
+					continue
+				}
+				heap.Pop(sample)
+			}
 			body := d.Normalized.Body
 			if len(body) > encoderBodyBytes {
 				body = body[:encoderBodyBytes]
 			}
-			p := corpus.Pair{Title: d.Normalized.Title, Body: body}
-			n++
-			if len(pairs) < maxPairs {
-				pairs = append(pairs, p)
-			} else if j := rng.IntN(n); j < maxPairs {
-				pairs[j] = p
-			}
+			heap.Push(sample, sampled{key, corpus.Pair{Title: d.Normalized.Title, Body: body}})
 		}
 		if len(page) < 1000 {
-			return pairs, nil
+			break
 		}
 		last := page[len(page)-1]
 		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
 	}
+	pairs := make([]corpus.Pair, len(*sample))
+	for i, s := range *sample {
+		pairs[i] = s.pair
+	}
+	return pairs, nil
+}
+
+type sampled struct {
+	key  uint64
+	pair corpus.Pair
+}
+
+// pairHeap is a max-heap of sampled pairs by key: its top is the first to
+// leave when a lower key comes.
+type pairHeap []sampled
+
+func (h pairHeap) Len() int           { return len(h) }
+func (h pairHeap) Less(i, j int) bool { return h[i].key > h[j].key }
+func (h pairHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *pairHeap) Push(x any)        { *h = append(*h, x.(sampled)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

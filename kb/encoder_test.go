@@ -114,4 +114,29 @@ func TestClientsOwnEncoder(t *testing.T) {
 			t.Errorf("%s: %d of %d items found by vectors are of the title's topic", name, right, all)
 		}
 	}
+	// A sample of the items, the same whatever the listing's order, less
+	// the items left out.
+	o := kb.EncoderOptions{Options: corpus.Options{MaxPairs: 120}}
+	a2, err := e.kb.TrainEncoder(ctx, "acme", e.store, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := e.kb.TrainEncoder(ctx, "acme", e.store, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.Items != 120 || a2.Name != b2.Name || a2.Name == enc.Name {
+		t.Errorf("sampled twice: %s on %d items, %s on %d", a2.Name, a2.Items, b2.Name, b2.Items)
+	}
+	list, err := e.store.ListDocuments(ctx, store.DocumentQuery{Client: "acme", Limit: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	except := map[string]bool{}
+	for _, d := range list {
+		except[d.ID] = true
+	}
+	if c, err := e.kb.TrainEncoder(ctx, "acme", e.store, kb.EncoderOptions{Except: except}); err != nil || c.Items != len(titles)-20 {
+		t.Errorf("20 items left out: trained on %d (%v), want %d", c.Items, err, len(titles)-20)
+	}
 }

@@ -13,7 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jervis-dev/jervis/internal/reprocess"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb"
+	"github.com/jervis-dev/jervis/kb/embed/corpus"
 	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/eval"
 	"github.com/jervis-dev/jervis/kb/rag/weaviate"
@@ -28,7 +31,7 @@ import (
 var errFloors = errors.New("eval: floors crossed")
 
 func (a *app) evalCommand() *cobra.Command {
-	var asJSON, check bool
+	var asJSON, check, encoder bool
 	var client, keep string
 	var minDupRecall, minDupLead float64
 	cmd := &cobra.Command{
@@ -63,7 +66,7 @@ than 1 junk node per 1,000).`,
 			if err := store.ValidateClientID(client); err != nil {
 				return err
 			}
-			report, err := a.eval(cmd.Context(), client, keep, paths)
+			report, err := a.eval(cmd.Context(), client, keep, encoder, paths)
 			if err != nil {
 				return err
 			}
@@ -95,6 +98,7 @@ than 1 junk node per 1,000).`,
 	cmd.Flags().Float64Var(&minDupRecall, "min-duplicate-recall", 0, "with --check, the lowest duplicate recall@10 accepted (0: reported only)")
 	cmd.Flags().Float64Var(&minDupLead, "min-duplicate-lead", eval.DefaultFloors.MinDuplicateLead,
 		"with --check, how far duplicate recall@10 must be ahead of the in-run BM25 peer's (capped at 1)")
+	cmd.Flags().BoolVar(&encoder, "encoder", true, "after the import, train the client's own encoder and replay its documents with it (as POST /admin/v1/clients/{client}/encoder does); false: the embedder's vectors")
 	cmd.Flags().StringVar(&keep, "keep", "", "build the knowledge base in this new directory and keep it (for jervis search --data DIR); default: a temporary one, removed")
 	return cmd
 }
@@ -127,7 +131,7 @@ func refuseNonEmpty(dir string) error {
 
 // eval imports paths into a fresh data directory, runs the indexers and
 // the rules qualifier until the work is done, and measures the result.
-func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*eval.Report, error) {
+func (a *app) eval(ctx context.Context, client, keep string, encoder bool, paths []string) (*eval.Report, error) {
 	dir, done, err := freshDir(keep, "jervis-eval-")
 	if err != nil {
 		return nil, err
@@ -187,9 +191,42 @@ func (a *app) eval(ctx context.Context, client, keep string, paths []string) (*e
 	cost.IndexSeconds, cost.QualifySeconds = indexed.Seconds(), qualified.Seconds()
 	cost.Seconds = time.Since(start).Seconds()
 	cost.PeakRSSBytes = peakRSS()
-	a.logf("eval: indexed in %.1f s, qualified in %.1f s (the two run together, as in serve); measuring", cost.IndexSeconds, cost.QualifySeconds)
+	a.logf("eval: indexed in %.1f s, qualified in %.1f s (the two run together, as in serve)", cost.IndexSeconds, cost.QualifySeconds)
+	if encoder {
+		if err := a.trainAndReplay(ctx, all, client, &cost); err != nil {
+			return nil, err
+		}
+	}
+	a.logf("eval: measuring")
 	return eval.Measure(ctx, eval.Env{Client: client, Store: all.Store, KB: all.KB.KB, Namespaces: a.kinds.Namespaces(), DataDir: dir,
 		ChunkStore: chunkStore}, truth, cost)
+}
+
+// trainAndReplay trains the client's own encoder and replays its documents
+// (a reprocess with wipe) until drained, so that every chunk has the
+// encoder's vectors. A client with too few documents keeps the embedder's.
+func (a *app) trainAndReplay(ctx context.Context, all *embedded.All, client string, cost *eval.Cost) error {
+	start := time.Now()
+	enc, err := all.KB.TrainEncoder(ctx, client, all.Store, kb.EncoderOptions{})
+	if errors.Is(err, corpus.ErrTooFew) {
+		a.logf("eval: no encoder: %v", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("train the client's encoder: %w", err)
+	}
+	cost.Encoder, cost.EncoderItems, cost.EncoderSeconds = enc.Name, enc.Items, time.Since(start).Seconds()
+	a.logf("eval: trained the client's encoder %s on %d documents in %.1f s; replaying the documents with it", enc.Name, enc.Items, cost.EncoderSeconds)
+	start = time.Now()
+	if _, err := reprocess.Run(ctx, all.Store, all.KB.KB, reprocess.Request{Client: client, Wipe: true}, nil); err != nil {
+		return fmt.Errorf("replay with the encoder: %w", err)
+	}
+	if _, _, err := a.drain(ctx, all.Store, all.KB); err != nil {
+		return err
+	}
+	cost.ReplaySeconds = time.Since(start).Seconds()
+	a.logf("eval: replayed in %.1f s", cost.ReplaySeconds)
+	return nil
 }
 
 // openMeasured opens the stores of a measured run (eval, bench) in the

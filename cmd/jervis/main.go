@@ -93,7 +93,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.key, "key", "", "API key for --server (or set JERVIS_API_KEY)")
 	f.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	f.StringVar(&a.memProfile, "memprofile", "", "write a heap profile to this file when the command ends (bench: after each corpus's measurements, its stores still open)")
-	root.AddCommand(a.serveCommand(), a.statusCommand(), a.importCommand(), a.evalCommand(), a.benchCommand(), a.searchCommand(), a.similarCommand(), a.identitiesCommand(), a.reprocessCommand(), a.versionCommand())
+	root.AddCommand(a.serveCommand(), a.statusCommand(), a.importCommand(), a.evalCommand(), a.benchCommand(), a.searchCommand(), a.similarCommand(), a.identitiesCommand(), a.reprocessCommand(), a.encoderCommand(), a.versionCommand())
 	return root
 }
 

@@ -106,30 +106,47 @@ func (a *app) remoteReprocess(ctx context.Context, srv *remote, req reprocess.Re
 	if err := srv.do(ctx, "POST", "/admin/v1/reprocess", req, &job); err != nil {
 		return reprocess.Progress{}, err
 	}
-	var bar *progressbar.ProgressBar
-	for {
-		if job.Progress.Selected > 0 {
-			if bar == nil {
-				bar = a.progress(job.Progress.Selected, "reprocessing on the server")
-			}
-			bar.Set(job.Progress.Processed)
-		}
-		switch job.State {
-		case api.JobDone:
+	job, err := a.followJob(ctx, srv, job)
+	return job.Progress, err
+}
+
+// followJob follows a job on the server to its end: an encoder job's
+// training, then any replay, on progress bars.
+func (a *app) followJob(ctx context.Context, srv *remote, job api.Job) (api.Job, error) {
+	var training, replay *progressbar.ProgressBar
+	defer func() {
+		for _, bar := range []*progressbar.ProgressBar{training, replay} {
 			if bar != nil {
 				bar.Finish()
 			}
-			return job.Progress, nil
+		}
+	}()
+	for {
+		if e := job.Encoder; e != nil && e.Epochs > 0 {
+			if training == nil {
+				training = a.progress(e.Epochs, "training the encoder on the server (epochs)")
+			}
+			training.Set(e.Epoch)
+		}
+		if job.Progress.Selected > 0 {
+			if replay == nil {
+				replay = a.progress(job.Progress.Selected, "reprocessing on the server")
+			}
+			replay.Set(job.Progress.Processed)
+		}
+		switch job.State {
+		case api.JobDone:
+			return job, nil
 		case api.JobFailed:
-			return job.Progress, fmt.Errorf("job %s failed: %s", job.ID, job.Error)
+			return job, fmt.Errorf("job %s failed: %s", job.ID, job.Error)
 		}
 		select {
 		case <-ctx.Done():
-			return job.Progress, fmt.Errorf("stopped following job %s (it goes on on the server): %w", job.ID, ctx.Err())
+			return job, fmt.Errorf("stopped following job %s (it goes on on the server): %w", job.ID, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 		if err := srv.do(ctx, "GET", "/admin/v1/jobs/"+job.ID, nil, &job); err != nil {
-			return job.Progress, err
+			return job, err
 		}
 	}
 }

@@ -48,6 +48,15 @@ type Cost struct {
 	PeakRSSBytes     int64   `json:"peakRssBytes"`
 	DiskBytes        int64   `json:"diskBytes"`
 	BytesPerDocument float64 `json:"bytesPerDocument"`
+	// Encoder is the client's own encoder trained after the import (empty:
+	// none; the embedder's vectors throughout), EncoderItems what it was
+	// trained on, and what it took: the training, and replaying the
+	// documents (a reprocess with wipe) so that every chunk has its
+	// vectors. Search is measured after both.
+	Encoder        string  `json:"encoder,omitempty"`
+	EncoderItems   int     `json:"encoderItems,omitempty"`
+	EncoderSeconds float64 `json:"encoderSeconds,omitempty"`
+	ReplaySeconds  float64 `json:"replaySeconds,omitempty"`
 }
 
 // SourceCount is what came in and what was stored for one source type.
@@ -840,7 +849,11 @@ func (r *Report) Print(w io.Writer) error {
 	}
 	if d := r.Duplicates; d != nil {
 		fmt.Fprintln(tw)
-		fmt.Fprintf(tw, "DUPLICATE FINDING (%d pairs; chunks in %s)\tRECALL@10\tMRR@10\n", d.Pairs, cmp.Or(r.ChunkStore, "the chunk store"))
+		vectors := "the embedder's vectors"
+		if r.Cost.Encoder != "" {
+			vectors = "vectors of the client's encoder " + r.Cost.Encoder
+		}
+		fmt.Fprintf(tw, "DUPLICATE FINDING (%d pairs; chunks in %s; %s)\tRECALL@10\tMRR@10\n", d.Pairs, cmp.Or(r.ChunkStore, "the chunk store"), vectors)
 		fmt.Fprintf(tw, "Jervis search (default settings)\t%.3f\t%.3f\n", d.Jervis.RecallAt10, d.Jervis.MRRAt10)
 		fmt.Fprintf(tw, "textbook BM25 peer (k1 %.1f, b %.2f)\t%.3f\t%.3f\n", PeerK1, PeerB, d.Peer.RecallAt10, d.Peer.MRRAt10)
 		for _, p := range d.Parts {
@@ -895,6 +908,10 @@ func (r *Report) Print(w io.Writer) error {
 	fmt.Fprintf(tw, "COST\t%d documents in %s: %.0f documents/s end to end (store %s, index %s, qualify %s); peak RSS %d MiB; %.1f KiB on disk per document\n",
 		k.Documents, seconds(k.Seconds), k.DocumentsPerSec, seconds(k.StoreSeconds), seconds(k.IndexSeconds), seconds(k.QualifySeconds),
 		k.PeakRSSBytes>>20, k.BytesPerDocument/1024)
+	if k.Encoder != "" {
+		fmt.Fprintf(tw, "COST\tthe client's encoder %s trained on %d documents in %s; the documents replayed with it (wipe) in %s\n",
+			k.Encoder, k.EncoderItems, seconds(k.EncoderSeconds), seconds(k.ReplaySeconds))
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(tw, "note\t%s\n", n)
 	}

@@ -46,7 +46,7 @@ type Pair struct{ Title, Body string }
 // default.
 type Options struct {
 	Dim          int     // vector length (default 100)
-	Epochs       int     // passes over the pairs (default 10)
+	Epochs       int     // passes over the pairs (default DefaultEpochs)
 	Batch        int     // pairs a step, each the others' negatives (default 512)
 	Temperature  float64 // of the softmax over a batch (default 0.1)
 	LearningRate float64 // Adam's (default 0.003)
@@ -61,7 +61,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	o.Dim = cmp.Or(o.Dim, 100)
-	o.Epochs = cmp.Or(o.Epochs, 10)
+	o.Epochs = cmp.Or(o.Epochs, DefaultEpochs)
 	o.Batch = cmp.Or(o.Batch, 512)
 	o.Temperature = cmp.Or(o.Temperature, 0.1)
 	o.LearningRate = cmp.Or(o.LearningRate, 0.003)
@@ -70,6 +70,10 @@ func (o *Options) defaults() {
 	o.MaxWords = cmp.Or(o.MaxWords, 50_000)
 	o.MaxPairs = cmp.Or(o.MaxPairs, 50_000)
 }
+
+// DefaultEpochs is how many passes over the pairs a training makes unless
+// told otherwise.
+const DefaultEpochs = 10
 
 // MinPairs is the fewest pairs an encoder is trained on: with fewer, a
 // batch's negatives are too few to teach anything.
@@ -273,8 +277,11 @@ func quantum(x, scale float32) int8 {
 // most), the TF-IDF rows of their titles (q) and bodies (d), and a model
 // whose table is the items' latent semantic analysis.
 func prepare(pairs []Pair, o Options, rng *rand.Rand) (m *Model, q, d [][]entry, err error) {
+	// In one order whatever the caller's (a listing's order changes from
+	// run to run): the same pairs and seed make the same model.
+	pairs = slices.Clone(pairs)
+	slices.SortFunc(pairs, func(a, b Pair) int { return cmp.Or(strings.Compare(a.Title, b.Title), strings.Compare(a.Body, b.Body)) })
 	if len(pairs) > o.MaxPairs {
-		pairs = slices.Clone(pairs)
 		rng.Shuffle(len(pairs), func(i, j int) { pairs[i], pairs[j] = pairs[j], pairs[i] })
 		pairs = pairs[:o.MaxPairs]
 	}

@@ -165,6 +165,11 @@ func TestModelRoundTripsAndIsDeterministic(t *testing.T) {
 	if a.Model() != b.Model() || !strings.HasPrefix(a.Model(), "corpus-") {
 		t.Fatalf("two trainings with one seed: %s and %s", a.Model(), b.Model())
 	}
+	reversed := slices.Clone(pairs)
+	slices.Reverse(reversed)
+	if r, err := Train(t.Context(), reversed, o); err != nil || r.Model() != a.Model() {
+		t.Fatalf("the same pairs in another order: %v (%v), want %s", r, err, a.Model())
+	}
 	o.Seed = 10
 	if c, err := Train(t.Context(), pairs, o); err != nil || c.Model() == a.Model() {
 		t.Fatalf("another seed, the same model %s (%v)", a.Model(), err)
