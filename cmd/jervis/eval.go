@@ -49,18 +49,27 @@ into one client — and measures the knowledge base against the labels the data 
   duplicates      Jira Duplicate links are stripped before import; each duplicate's summary
                   is searched (default settings, as POST /api/v1/search) for its original:
                   recall@10 and MRR@10 over distinct issues, beside a textbook BM25 peer
-                  (k1 1.2, b 0.75, summary + description + comments) computed in the run
+                  (k1 1.2, b 0.75, summary + description + comments) computed in the run;
+                  the parts of search alone (the ablation); by vectors of an encoder
+                  trained on the client's items, one per issue, also with the duplicates
+                  left out of its training
   junk            nodes of types the rules do not produce, per 1,000 nodes
   identities      person refs the sources name and the people resolution made of them,
                   merges by stage, ambiguous names left; against what the data carries:
                   Git author names written with several addresses (one person each), Jira
                   accounts named as exactly one Git author (that person), and issues whose
                   assignee wrote commits (one within two hops of the issue)
-  cost            documents/s end to end, per stage, peak RSS, bytes on disk per document
+  cost            documents/s end to end, per stage, peak RSS, bytes on disk per document;
+                  the encoder's training and the replay
+
+After the import is drained the client's own encoder is trained and its documents replayed
+with it (as POST /admin/v1/clients/{client}/encoder does), and everything is measured after
+that; --encoder=false measures the configured embedder's vectors instead.
 
 --check exits non-zero when a floor is crossed (quarantined > 0.5 %, an item lost, a FAILED
 task, thread recall < 0.98, issue-link recall < 0.99, commit → issue recall < 0.98, more
-than 1 junk node per 1,000).`,
+than 1 junk node per 1,000, duplicate recall@10 less than the peer's + 0.10, and with the
+client's encoder, duplicate recall@10 by vectors alone < 0.46).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			if err := store.ValidateClientID(client); err != nil {

@@ -142,3 +142,20 @@ func TestCheckHoldsTheDuplicateLeadOverThePeer(t *testing.T) {
 		}
 	}
 }
+
+// The vector floor holds where the run trained the client's encoder, and
+// only there (GloVe's vectors alone are reported, not held).
+func TestCheckHoldsTheEncodersVectors(t *testing.T) {
+	for _, c := range []struct {
+		encoder string
+		vectors float64
+		crossed bool
+	}{{"corpus-1", 0.642, false}, {"corpus-1", 0.40, true}, {"", 0.23, false}} {
+		r := &Report{Cost: Cost{Encoder: c.encoder}, Duplicates: &Duplicates{Pairs: 148, Jervis: Ranking{RecallAt10: 0.8}, Peer: Ranking{RecallAt10: 0.5},
+			Parts: []NamedRanking{{Name: vectorsOnly, Ranking: Ranking{RecallAt10: c.vectors}}}}}
+		got := r.Check(DefaultFloors)
+		if (len(got) > 0) != c.crossed || c.crossed && !strings.Contains(got[0], "vectors alone") {
+			t.Errorf("encoder %q, vectors %.3f: %v", c.encoder, c.vectors, got)
+		}
+	}
+}
