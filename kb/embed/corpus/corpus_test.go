@@ -218,3 +218,26 @@ func TestTooFewOrCancelled(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+// BenchmarkEmbed embeds chunk-sized texts (a title and 40 words) by a
+// model of 100 dimensions; texts/s is what ingest gets from it.
+func BenchmarkEmbed(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pairs, _ := topics(rng, 60, 20)
+	m, err := Train(b.Context(), pairs, Options{Dim: 100, Epochs: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	texts := make([]string, 64)
+	for i := range texts {
+		p := pairs[rng.IntN(len(pairs))]
+		texts[i] = p.Title + "\n" + p.Body
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := m.Embed(b.Context(), texts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(texts))/b.Elapsed().Seconds(), "texts/s")
+}
