@@ -117,7 +117,13 @@ func (k *KB) TrainEncoder(ctx context.Context, client string, docs DocumentListe
 		return store.Encoder{}, fmt.Errorf("%w: this knowledge base keeps no encoders", store.ErrInvalid)
 	}
 	if o.Dim == 0 {
-		o.Dim = k.embedder.Dimension()
+		if o.Dim = k.embedder.Dimension(); o.Dim == 0 { // a server's model, not asked yet
+			v, err := k.embedder.Embed(ctx, []string{"dimension"})
+			if err != nil {
+				return store.Encoder{}, fmt.Errorf("the embedder's dimension: %w", err)
+			}
+			o.Dim = len(v[0])
+		}
 	}
 	pairs, err := encoderPairs(ctx, client, docs, o)
 	if err != nil {
