@@ -54,9 +54,27 @@ func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
 	return out, nil
 }
 
+// ClientView is a client as GET /admin/v1/clients lists it.
+type ClientView struct {
+	store.Client
+	// Encoder names the client's own encoder, when one was trained (POST
+	// /admin/v1/clients/{client}/encoder).
+	Encoder string `json:"encoder,omitempty"`
+}
+
 func (s *Server) clients(r *http.Request, _ Principal) (any, error) {
 	cs, err := s.cfg.Store.ListClients(r.Context())
-	return items(cs), err
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClientView, len(cs))
+	for i, c := range cs {
+		out[i].Client = c
+		if out[i].Encoder, err = s.cfg.Store.EncoderName(r.Context(), c.ID); err != nil {
+			return nil, err
+		}
+	}
+	return items(out), nil
 }
 
 // CreateClientRequest is the body of POST /admin/v1/clients.

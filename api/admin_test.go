@@ -188,6 +188,13 @@ func TestEncoderJobs(t *testing.T) {
 			t.Errorf("%s's encoder %q (%v), want %q", client, name, err, want)
 		}
 	}
+	_, list := call(t, "GET", f.url+"/admin/v1/clients", f.admin, "")
+	for _, c := range list["items"].([]any) {
+		c := c.(map[string]any)
+		if want := map[string]any{"acme": trained["name"], "globex": nil}[c["id"].(string)]; c["encoder"] != want {
+			t.Errorf("client %s listed with encoder %v, want %v", c["id"], c["encoder"], want)
+		}
+	}
 	if code, _ := call(t, "POST", f.url+"/admin/v1/clients/acme/encoder", f.acme.key, ""); code != http.StatusForbidden {
 		t.Errorf("a client's key trains: %d", code)
 	}
