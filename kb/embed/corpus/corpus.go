@@ -193,21 +193,10 @@ func normalize(v []float32) float32 {
 	return n
 }
 
-// vocabulary counts the items each word is in and keeps those in at
+// vocabulary keeps the words of df (the items each is in, of n) in at
 // least minItems and at most maxShare of them (the maxWords in most, if
 // more), in sorted order, with their smoothed IDF (ln((1+n)/(1+df)) + 1).
-func vocabulary(items [][]string, minItems int, maxShare float64, maxWords int) (map[string]int32, []float32) {
-	df := map[string]int{}
-	for _, ws := range items {
-		seen := map[string]bool{}
-		for _, w := range ws {
-			if !seen[w] {
-				seen[w] = true
-				df[w]++
-			}
-		}
-	}
-	n := len(items)
+func vocabulary(df map[string]int, n, minItems int, maxShare float64, maxWords int) (map[string]int32, []float32) {
 	var kept []string
 	for w, c := range df {
 		if c >= minItems && float64(c) <= maxShare*float64(n) {
@@ -226,6 +215,24 @@ func vocabulary(items [][]string, minItems int, maxShare float64, maxWords int) 
 		idf[j] = float32(math.Log(float64(1+n)/float64(1+df[w])) + 1)
 	}
 	return words, idf
+}
+
+// docFreqs counts the items each word is in.
+func docFreqs(pairs []Pair) map[string]int {
+	df := map[string]int{}
+	seen := map[string]bool{}
+	for _, p := range pairs {
+		clear(seen)
+		for _, text := range []string{p.Title, p.Body} {
+			for _, w := range tokens(text) {
+				if !seen[w] {
+					seen[w] = true
+					df[strings.Clone(w)]++ // w is a slice of the text's lower-case copy
+				}
+			}
+		}
+	}
+	return df
 }
 
 // Train learns an encoder from pairs (see the package comment). It returns
@@ -285,22 +292,18 @@ func prepare(pairs []Pair, o Options, rng *rand.Rand) (m *Model, q, d [][]entry,
 		rng.Shuffle(len(pairs), func(i, j int) { pairs[i], pairs[j] = pairs[j], pairs[i] })
 		pairs = pairs[:o.MaxPairs]
 	}
-	titles := make([][]string, len(pairs))
-	bodies := make([][]string, len(pairs))
-	items := make([][]string, len(pairs))
-	for i, p := range pairs {
-		titles[i], bodies[i] = tokens(p.Title), tokens(p.Body)
-		items[i] = append(slices.Clip(titles[i]), bodies[i]...)
-	}
-	words, idf := vocabulary(items, o.MinItems, o.MaxShare, o.MaxWords)
+	// Two passes over the texts, neither keeping their words: the items
+	// each word is in, then each pair's rows.
+	words, idf := vocabulary(docFreqs(pairs), len(pairs), o.MinItems, o.MaxShare, o.MaxWords)
 	lookup := func(w string) (int32, bool) { j, ok := words[w]; return j, ok }
 	var x [][]entry
-	for i := range pairs {
-		qi, di := tfidf(titles[i], lookup, idf), tfidf(bodies[i], lookup, idf)
+	for _, p := range pairs {
+		title, body := tokens(p.Title), tokens(p.Body)
+		qi, di := tfidf(title, lookup, idf), tfidf(body, lookup, idf)
 		if len(qi) > 0 && len(di) > 0 {
 			q, d = append(q, qi), append(d, di)
 		}
-		if xi := tfidf(items[i], lookup, idf); len(xi) > 0 {
+		if xi := tfidf(append(title, body...), lookup, idf); len(xi) > 0 {
 			x = append(x, xi)
 		}
 	}

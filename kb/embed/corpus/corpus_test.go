@@ -104,11 +104,7 @@ func titleMRR(t *testing.T, m *Model, pairs []Pair) float64 {
 func TestGradientMatchesFiniteDifferences(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	pairs, _ := topics(rng, 4, 3)
-	var items [][]string
-	for _, p := range pairs {
-		items = append(items, append(tokens(p.Title), tokens(p.Body)...))
-	}
-	words, idf := vocabulary(items, 1, 1, 1000)
+	words, idf := vocabulary(docFreqs(pairs), len(pairs), 1, 1, 1000)
 	lookup := func(w string) (int32, bool) { j, ok := words[w]; return j, ok }
 	var q, d [][]entry
 	for _, p := range pairs {
