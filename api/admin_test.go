@@ -176,6 +176,9 @@ func TestEncoderJobs(t *testing.T) {
 	if code != http.StatusAccepted || job["kind"] != "encoder" {
 		t.Fatalf("start: %d %v", code, job)
 	}
+	if code, body := call(t, "POST", f.url+"/admin/v1/clients/acme/encoder", f.admin, ""); code != http.StatusConflict {
+		t.Errorf("a second job while the first trains: %d %v", code, body) // training 151 documents takes far longer than a request
+	}
 	done := f.waitJob(t, job["id"].(string))
 	enc, _ := done["encoder"].(map[string]any)
 	trained, _ := enc["trained"].(map[string]any)

@@ -34,7 +34,7 @@ type EncoderProgress struct {
 // trainEncoder starts an encoder job for an existing client: its own
 // encoder trained on its documents (kb.KB.TrainEncoder), then, unless the
 // request says not to, its documents replayed with it. 202 with the job;
-// GET /admin/v1/jobs/{id} follows it.
+// GET /admin/v1/jobs/{id} follows it. 409 while the client's last one runs.
 func (s *Server) trainEncoder(r *http.Request, _ Principal) (any, error) {
 	client, err := s.existingClient(r)
 	if err != nil {
@@ -47,11 +47,15 @@ func (s *Server) trainEncoder(r *http.Request, _ Principal) (any, error) {
 		}
 	}
 	replay := req.Replay == nil || *req.Replay
+	if _, running := s.training.LoadOrStore(client, true); running {
+		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "an encoder job of client " + client + " is running: GET /admin/v1/jobs"}
+	}
 	job := &Job{Kind: "encoder", Encoder: &EncoderProgress{Epochs: corpus.DefaultEpochs}}
 	if replay {
 		job.Request = reprocess.Request{Client: client, Wipe: true}
 	}
 	started := s.startJob(job, func(ctx context.Context, job *Job) error {
+		defer s.training.Delete(client)
 		o := kb.EncoderOptions{Options: corpus.Options{Progress: func(epoch int, loss float64) {
 			s.jobs.update(job.ID, func(j *Job) { j.Encoder.Epoch, j.Encoder.Loss = epoch+1, loss })
 		}}}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/redact"
@@ -74,6 +75,9 @@ type Server struct {
 	limiter  *limiter
 	jobs     jobs
 	patterns []string
+	// training holds the clients whose encoder job is running (one at a
+	// time each).
+	training sync.Map
 
 	watcher eventWatcher
 }

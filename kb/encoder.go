@@ -64,7 +64,7 @@ func (k *KB) embedderFor(ctx context.Context, client string) (embed.Embedder, er
 		if next.model, err = corpus.Load(e.Model); err != nil {
 			return nil, fmt.Errorf("the client's encoder %s: %w", e.Name, err)
 		}
-		next.name = next.model.Model()
+		next.name = e.Name // retrained between the two reads: this one, asked again in a second
 	}
 	k.setEncoder(client, next)
 	return next.embedder(k.embedder), nil
