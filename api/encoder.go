@@ -50,10 +50,8 @@ func (s *Server) trainEncoder(r *http.Request, _ Principal) (any, error) {
 	if _, running := s.training.LoadOrStore(client, true); running {
 		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "an encoder job of client " + client + " is running: GET /admin/v1/jobs"}
 	}
-	job := &Job{Kind: "encoder", Encoder: &EncoderProgress{Epochs: corpus.DefaultEpochs}}
-	if replay {
-		job.Request = reprocess.Request{Client: client, Wipe: true}
-	}
+	// The replay's request, a wipe (its client alone when there is none).
+	job := &Job{Kind: "encoder", Encoder: &EncoderProgress{Epochs: corpus.DefaultEpochs}, Request: reprocess.Request{Client: client, Wipe: replay}}
 	started := s.startJob(job, func(ctx context.Context, job *Job) error {
 		defer s.training.Delete(client)
 		o := kb.EncoderOptions{Options: corpus.Options{Progress: func(epoch int, loss float64) {

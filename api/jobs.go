@@ -108,8 +108,6 @@ func (s *Server) reprocess(r *http.Request, _ Principal) (any, error) {
 // startReprocess starts a replay job of a valid request and returns it as
 // it starts.
 func (s *Server) startReprocess(req reprocess.Request) (Job, error) {
-	var id [8]byte
-	rand.Read(id[:])
 	return s.startJob(&Job{Kind: "reprocess", Request: req}, func(ctx context.Context, job *Job) error {
 		p, err := s.replay(ctx, job.ID, req)
 		if err == nil {
