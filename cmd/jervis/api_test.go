@@ -102,6 +102,13 @@ func TestServeDemoAnswersSearchOverTheAPI(t *testing.T) {
 	if code, out, errOut := runCLI(t, []string{"JERVIS_API_KEY=" + admin}, "status", "--server", server, "--json"); code != 0 || !strings.Contains(out, `"INDEXED": `) || !strings.Contains(out, `"demo": {`) {
 		t.Fatalf("status --server: %d %s %s", code, out, errOut)
 	}
+	// A dry run counts the documents indexed by then: the search above
+	// found one, not necessarily all 411.
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if _, st := get(admin, "/admin/v1/stats"); fmt.Sprint(st["documents"]) == "map[INDEXED:411 INDEXING:0 NEW:0 QUARANTINED:0]" {
+			break
+		}
+	}
 	if code, out, errOut := runCLI(t, nil, "reprocess", "--server", server, "--key", admin, "--client", "demo", "--dry-run"); code != 0 ||
 		!strings.Contains(out, "demo: 411 documents selected; would send back (dry run) 411 documents") {
 		t.Fatalf("reprocess --server: %d %s %s", code, out, errOut)
