@@ -17,8 +17,9 @@ import (
 type EncoderRequest struct {
 	// Replay replays the client's documents after the training (a
 	// reprocess with wipe), so that every chunk has the encoder's vectors
-	// (default true). Until it has, vector search compares the new
-	// vectors of queries with the old vectors of chunks.
+	// (default true). While it runs, the client's search sees what has
+	// been rebuilt so far; without it, vector search compares the
+	// encoder's query vectors with the chunks' old ones.
 	Replay *bool `json:"replay,omitempty"`
 }
 

@@ -106,7 +106,7 @@ type EncoderOptions struct {
 // its queries at once, its chunks as they are written. The chunks written
 // before keep the vectors of the embedder they were written with until the
 // client's documents are replayed (a reprocess with wipe: the caller
-// starts it), and its vector search compares unlike vectors meanwhile.
+// starts it); until then its vector search compares unlike vectors.
 // The vectors' dimension is the KB embedder's, so that a chunk store that
 // fixes it takes both. corpus.ErrTooFew: the client has too few documents.
 func (k *KB) TrainEncoder(ctx context.Context, client string, docs DocumentLister, o EncoderOptions) (store.Encoder, error) {
