@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/jervis-dev/jervis/api"
@@ -66,17 +65,7 @@ encoder. The REST API's POST /admin/v1/clients/{client}/encoder does the same as
 			}
 			var p reprocess.Progress
 			if replay {
-				var rbar *progressbar.ProgressBar
-				p, err = reprocess.Run(ctx, all.Store, all.KB.KB, reprocess.Request{Client: client, Wipe: true}, func(p reprocess.Progress) {
-					if rbar == nil {
-						rbar = a.progress(p.Selected, "reprocessing")
-					}
-					rbar.Set(p.Processed)
-				})
-				if rbar != nil {
-					rbar.Finish()
-				}
-				if err != nil {
+				if p, err = a.runReprocess(ctx, all, reprocess.Request{Client: client, Wipe: true}); err != nil {
 					return fmt.Errorf("encoder %s trained and stored; the replay: %w", enc.Name, err)
 				}
 			}

@@ -59,16 +59,7 @@ POST /admin/v1/reprocess does the same as a job.`,
 				return err
 			}
 			defer all.Close()
-			var bar *progressbar.ProgressBar
-			p, err := reprocess.Run(cmd.Context(), all.Store, all.KB.KB, req, func(p reprocess.Progress) {
-				if bar == nil {
-					bar = a.progress(p.Selected, "reprocessing")
-				}
-				bar.Set(p.Processed)
-			})
-			if bar != nil {
-				bar.Finish()
-			}
+			p, err := a.runReprocess(cmd.Context(), all, req)
 			if err != nil {
 				return err
 			}
@@ -85,6 +76,22 @@ POST /admin/v1/reprocess does the same as a job.`,
 	f.BoolVar(&req.DryRun, "dry-run", false, "count, change nothing")
 	f.BoolVar(&req.Wipe, "wipe", false, "delete the client's knowledge base first")
 	return cmd
+}
+
+// runReprocess replays req in this process's stores, with a progress bar.
+func (a *app) runReprocess(ctx context.Context, all *opened, req reprocess.Request) (reprocess.Progress, error) {
+	var bar *progressbar.ProgressBar
+	defer func() {
+		if bar != nil {
+			bar.Finish()
+		}
+	}()
+	return reprocess.Run(ctx, all.Store, all.KB.KB, req, func(p reprocess.Progress) {
+		if bar == nil {
+			bar = a.progress(p.Selected, "reprocessing")
+		}
+		bar.Set(p.Processed)
+	})
 }
 
 func (a *app) printReprocess(req reprocess.Request, p reprocess.Progress) {

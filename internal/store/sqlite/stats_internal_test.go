@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"context"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,23 +13,9 @@ import (
 // documents or tasks table (a document's row carries its raw payload): each
 // is answered from indexes, as SQLite's own query plan says.
 func TestStatsReadIndexesOnly(t *testing.T) {
-	ctx := context.Background()
 	s := openTemp(t)
 	for _, q := range statsQueries {
-		rows, err := s.db.Query(ctx, "EXPLAIN QUERY PLAN "+q.sql)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notUsed int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notUsed, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, q.sql)
 		for _, step := range plan {
 			// A scan reads an index's entries alone (covering), or a
 			// partial index's rows: the few with usage, or with warnings.
@@ -47,6 +32,15 @@ func TestStatsReadIndexesOnly(t *testing.T) {
 func TestDocumentTasksListedByTheirIndex(t *testing.T) {
 	s := openTemp(t)
 	query, args := listTasksSQL(store.TaskQuery{Client: "acme", SourceDoc: "doc_1", Limit: 10000})
+	plan := queryPlan(t, s, query, args...)
+	if !slices.ContainsFunc(plan, func(step string) bool { return strings.Contains(step, "USING INDEX tasks_source (source_doc=?)") }) {
+		t.Errorf("plan %q, want a search of tasks_source", plan)
+	}
+}
+
+// queryPlan is SQLite's plan for query: the detail of each step.
+func queryPlan(t *testing.T, s *Store, query string, args ...any) []string {
+	t.Helper()
 	rows, err := s.db.Query(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -61,9 +55,10 @@ func TestDocumentTasksListedByTheirIndex(t *testing.T) {
 		}
 		plan = append(plan, detail)
 	}
-	if !slices.ContainsFunc(plan, func(step string) bool { return strings.Contains(step, "USING INDEX tasks_source (source_doc=?)") }) {
-		t.Errorf("plan %q, want a search of tasks_source", plan)
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
+	return plan
 }
 
 // openTemp opens a store in a fresh directory, closed when the test ends.

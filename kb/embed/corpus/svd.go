@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -50,7 +51,7 @@ func topDirections(rows [][]entry, words, dim int, rng *rand.Rand) []float32 {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return -cmpFloat(vals[a], vals[b]) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(vals[b], vals[a]) })
 	out := make([]float32, words*dim)
 	for c := range min(dim, k) {
 		col := order[c]
@@ -68,16 +69,6 @@ func topDirections(rows [][]entry, words, dim int, rng *rand.Rand) []float32 {
 		}
 	}
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // mulRows is the sparse matrix of rows times m (its columns × k, row by
