@@ -94,8 +94,8 @@ type DocumentLister interface {
 // EncoderOptions tune TrainEncoder.
 type EncoderOptions struct {
 	corpus.Options
-	// Except leaves these documents out of the training (by ID); a
-	// measurement's held-out queries.
+	// Except leaves these documents out of the training (by ID): a
+	// measurement's held-out queries (FitEncoder).
 	Except map[string]bool
 }
 
@@ -110,26 +110,10 @@ type EncoderOptions struct {
 // The vectors' dimension is the KB embedder's, so that a chunk store that
 // fixes it takes both. corpus.ErrTooFew: the client has too few documents.
 func (k *KB) TrainEncoder(ctx context.Context, client string, docs DocumentLister, o EncoderOptions) (store.Encoder, error) {
-	if err := store.ValidateClientID(client); err != nil {
-		return store.Encoder{}, err
-	}
 	if k.encoderStore == nil {
 		return store.Encoder{}, fmt.Errorf("%w: this knowledge base keeps no encoders", store.ErrInvalid)
 	}
-	if o.Dim == 0 {
-		if o.Dim = k.embedder.Dimension(); o.Dim == 0 { // a server's model, not asked yet
-			v, err := k.embedder.Embed(ctx, []string{"dimension"})
-			if err != nil {
-				return store.Encoder{}, fmt.Errorf("the embedder's dimension: %w", err)
-			}
-			o.Dim = len(v[0])
-		}
-	}
-	pairs, err := encoderPairs(ctx, client, docs, o)
-	if err != nil {
-		return store.Encoder{}, err
-	}
-	m, err := corpus.Train(ctx, pairs, o.Options)
+	m, items, err := k.FitEncoder(ctx, client, docs, o)
 	if err != nil {
 		return store.Encoder{}, err
 	}
@@ -137,12 +121,36 @@ func (k *KB) TrainEncoder(ctx context.Context, client string, docs DocumentListe
 	if err != nil {
 		return store.Encoder{}, err
 	}
-	e := store.Encoder{Client: client, Name: m.Model(), Model: raw, Items: len(pairs), TrainedAt: time.Now().UTC()}
+	e := store.Encoder{Client: client, Name: m.Model(), Model: raw, Items: items, TrainedAt: time.Now().UTC()}
 	if err := k.encoderStore.PutEncoder(ctx, e); err != nil {
 		return store.Encoder{}, fmt.Errorf("store the encoder: %w", err)
 	}
 	k.setEncoder(client, &clientEncoder{name: e.Name, model: m, checked: time.Now()})
 	return e, nil
+}
+
+// FitEncoder trains an encoder as TrainEncoder does and returns it with the
+// number of documents it was trained on, storing nothing (a measurement's:
+// o.Except leaves its queries' documents out).
+func (k *KB) FitEncoder(ctx context.Context, client string, docs DocumentLister, o EncoderOptions) (*corpus.Model, int, error) {
+	if err := store.ValidateClientID(client); err != nil {
+		return nil, 0, err
+	}
+	if o.Dim == 0 {
+		if o.Dim = k.embedder.Dimension(); o.Dim == 0 { // a server's model, not asked yet
+			v, err := k.embedder.Embed(ctx, []string{"dimension"})
+			if err != nil {
+				return nil, 0, fmt.Errorf("the embedder's dimension: %w", err)
+			}
+			o.Dim = len(v[0])
+		}
+	}
+	pairs, err := encoderPairs(ctx, client, docs, o)
+	if err != nil {
+		return nil, 0, err
+	}
+	m, err := corpus.Train(ctx, pairs, o.Options)
+	return m, len(pairs), err
 }
 
 // encoderPairs reads the latest version of each of client's items (a

@@ -151,13 +151,12 @@ type Duplicates struct {
 }
 
 // EncoderFigures are duplicate finding by vectors alone, one per issue
-// (its summary and body), of an encoder trained on the client's items
-// (every document's title → its body), ranked by cosine over every issue:
-// the duplicate's summary the query, as for search.
+// (its summary and body), of the client's encoder (kb.KB.FitEncoder: every
+// document's title → its body), ranked by cosine over every issue: the
+// duplicate's summary the query, as for search.
 type EncoderFigures struct {
-	Items   int     `json:"items"` // trained on
-	Words   int     `json:"words"` // its vocabulary
-	Seconds float64 `json:"seconds"`
+	Items int `json:"items"` // trained on
+	Words int `json:"words"` // its vocabulary
 	Ranking
 	// HeldOut is the same with the duplicates' own items left out of the
 	// training: queries the encoder never saw, as a user's are.
@@ -531,10 +530,14 @@ func (r *Report) duplicates(ctx context.Context, env Env, t *Truth) error {
 		d.Parts[i].Name = part.name
 		d.Parts[i].finish(len(pairs))
 	}
-	if err := d.similar(ctx, env, t, pairs); err != nil {
+	docs, err := latestIssues(ctx, env, t)
+	if err != nil {
 		return err
 	}
-	if err := d.encoder(ctx, env, t, pairs); err != nil {
+	if err := d.similar(ctx, env, t, pairs, docs); err != nil {
+		return err
+	}
+	if err := d.encoder(ctx, env, t, pairs, docs); err != nil {
 		return err
 	}
 	r.Duplicates = d
@@ -548,61 +551,51 @@ func issueKey(ref string) (string, bool) {
 	return strings.ToUpper(key), ok && strings.EqualFold(ns, Jira)
 }
 
-// encoder measures EncoderFigures: one encoder trained on every item of the
-// client, one on all but the duplicates of pairs.
-func (d *Duplicates) encoder(ctx context.Context, env Env, t *Truth, pairs []pair) error {
-	var items []corpus.Pair
-	var keys []string // of the Jira items among them
-	for _, src := range []store.SourceType{store.SourceJira, store.SourceGit, store.SourceEmail, store.SourceConfluence} {
-		seen := map[string]bool{}
-		if err := eachDocument(ctx, env, src, func(doc store.Document) {
-			if seen[doc.ExternalID] {
-				return // an older version (most recently updated first)
-			}
-			seen[doc.ExternalID] = true
-			items = append(items, corpus.Pair{Title: doc.Normalized.Title, Body: doc.Normalized.Body})
-			key := ""
-			if src == store.SourceJira && t.issues[strings.ToUpper(doc.ExternalID)] != nil {
-				key = strings.ToUpper(doc.ExternalID)
-			}
-			keys = append(keys, key)
-		}); err != nil {
-			return err
+// encoder measures EncoderFigures on docs (each issue's latest version):
+// the client's own encoder when the run trained one (the model search
+// uses), else one fitted the same way, and one fitted without the
+// duplicates' documents.
+func (d *Duplicates) encoder(ctx context.Context, env Env, t *Truth, pairs []pair, docs map[string]store.Document) error {
+	f := &EncoderFigures{}
+	var all *corpus.Model
+	e, err := env.Store.GetEncoder(ctx, env.Client)
+	switch {
+	case err == nil:
+		if all, err = corpus.Load(e.Model); err != nil {
+			return fmt.Errorf("the client's encoder: %w", err)
 		}
+		f.Items = e.Items
+	case errors.Is(err, store.ErrNotFound):
+		all, f.Items, err = env.KB.FitEncoder(ctx, env.Client, env.Store, kb.EncoderOptions{})
+		if errors.Is(err, corpus.ErrTooFew) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("fit an encoder: %w", err)
+		}
+	default:
+		return err
 	}
-	duplicates := map[string]bool{}
+	f.Words = all.Words()
+	except := map[string]bool{}
 	for _, p := range pairs {
-		duplicates[p.Duplicate] = true
-	}
-	start := time.Now()
-	all, err := corpus.Train(ctx, items, corpus.Options{})
-	if errors.Is(err, corpus.ErrTooFew) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("train an encoder: %w", err)
-	}
-	f := &EncoderFigures{Items: len(items), Words: all.Words(), Seconds: time.Since(start).Seconds()}
-	var heldOut []corpus.Pair
-	for i, it := range items {
-		if !duplicates[keys[i]] {
-			heldOut = append(heldOut, it)
+		if doc, ok := docs[p.Duplicate]; ok {
+			except[doc.ID] = true
 		}
 	}
-	held, err := corpus.Train(ctx, heldOut, corpus.Options{})
+	held, _, err := env.KB.FitEncoder(ctx, env.Client, env.Store, kb.EncoderOptions{Except: except})
 	if err != nil {
-		return fmt.Errorf("train an encoder without the duplicates: %w", err)
+		return fmt.Errorf("fit an encoder without the duplicates: %w", err)
+	}
+	issues := slices.Sorted(maps.Keys(docs))
+	texts := make([]string, len(issues))
+	for i, key := range issues {
+		texts[i] = docs[key].Normalized.Title + "\n" + docs[key].Normalized.Body
 	}
 	for _, x := range []struct {
 		m *corpus.Model
 		r *Ranking
 	}{{all, &f.Ranking}, {held, &f.HeldOut}} {
-		var issues, texts []string
-		for i, it := range items {
-			if keys[i] != "" {
-				issues, texts = append(issues, keys[i]), append(texts, it.Title+"\n"+it.Body)
-			}
-		}
 		vs, err := x.m.Embed(ctx, texts)
 		if err != nil {
 			return err
@@ -647,18 +640,22 @@ func nearestIssues(q []float32, vs [][]float32, keys []string, skip string, n in
 	return out
 }
 
-// similar measures kb.Similar on the issues: each duplicate's similar
-// items for its original, and every issue's possible_duplicate edges.
-func (d *Duplicates) similar(ctx context.Context, env Env, t *Truth, pairs []pair) error {
-	docs := map[string]store.Document{} // issue key → its latest version
-	if err := eachDocument(ctx, env, store.SourceJira, func(doc store.Document) {
+// latestIssues are the corpus's Jira issues stored, by key, each its
+// latest version.
+func latestIssues(ctx context.Context, env Env, t *Truth) (map[string]store.Document, error) {
+	docs := map[string]store.Document{}
+	err := eachDocument(ctx, env, store.SourceJira, func(doc store.Document) {
 		key := strings.ToUpper(doc.ExternalID)
 		if _, ok := docs[key]; !ok && t.issues[key] != nil {
 			docs[key] = doc // most recently updated first
 		}
-	}); err != nil {
-		return err
-	}
+	})
+	return docs, err
+}
+
+// similar measures kb.Similar on the issues: each duplicate's similar
+// items for its original, and every issue's possible_duplicate edges.
+func (d *Duplicates) similar(ctx context.Context, env Env, t *Truth, pairs []pair, docs map[string]store.Document) error {
 	originals := map[string][]string{}
 	linked := map[[2]string]bool{} // Duplicate links, either way
 	for _, p := range pairs {
@@ -876,8 +873,8 @@ func (r *Report) Print(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "Jervis similar items (the whole duplicate the query)\t%.3f\t%.3f\n", d.Similar.RecallAt10, d.Similar.MRRAt10)
 		if e := d.Encoder; e != nil {
-			fmt.Fprintf(tw, "vectors of an encoder trained on the client's %d items (%d words, %.1f s), one per issue\t%.3f\t%.3f\n",
-				e.Items, e.Words, e.Seconds, e.RecallAt10, e.MRRAt10)
+			fmt.Fprintf(tw, "vectors of the client's encoder (%d items, %d words), one per issue\t%.3f\t%.3f\n",
+				e.Items, e.Words, e.RecallAt10, e.MRRAt10)
 			fmt.Fprintf(tw, "  the same, the duplicates' own items left out of its training\t%.3f\t%.3f\n", e.HeldOut.RecallAt10, e.HeldOut.MRRAt10)
 		}
 		fmt.Fprintln(tw)
