@@ -2,10 +2,11 @@ package kb
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,6 +98,11 @@ type EncoderOptions struct {
 	// Except leaves these documents out of the training (by ID): a
 	// measurement's held-out queries (FitEncoder).
 	Except map[string]bool
+	// Replay marks the stored encoder's replay pending
+	// (store.Encoder.ReplayPending): the caller replays the client's
+	// documents next and clears the mark when that has finished
+	// (store.Encoders.EncoderReplayed).
+	Replay bool
 }
 
 // TrainEncoder trains client's own encoder on its documents — the latest
@@ -121,7 +127,7 @@ func (k *KB) TrainEncoder(ctx context.Context, client string, docs DocumentListe
 	if err != nil {
 		return store.Encoder{}, err
 	}
-	e := store.Encoder{Client: client, Name: m.Model(), Model: raw, Items: items, TrainedAt: time.Now().UTC()}
+	e := store.Encoder{Client: client, Name: m.Model(), Model: raw, Items: items, TrainedAt: time.Now().UTC(), ReplayPending: o.Replay}
 	if err := k.encoderStore.PutEncoder(ctx, e); err != nil {
 		return store.Encoder{}, fmt.Errorf("store the encoder: %w", err)
 	}
@@ -153,74 +159,74 @@ func (k *KB) FitEncoder(ctx context.Context, client string, docs DocumentLister,
 	return m, len(pairs), err
 }
 
-// encoderPairs reads the latest version of each of client's items (a
-// listing is most recently updated first) as a title and the beginning of
-// its body: o.MaxPairs of them at most, those whose document IDs hash
-// lowest — a sample that does not depend on the listing's order, read in
-// one pass, keeping only the sample.
+// encoderPairs reads the latest version of each of client's items (the
+// highest, as a replay chooses it) as a title and the beginning of its
+// body: o.MaxPairs of them at most, those whose document IDs hash lowest —
+// a sample that does not depend on the listing's order. Two passes over
+// the listing: the first keeps each item's latest version and its ID, the
+// second reads the texts of the sample alone.
 func encoderPairs(ctx context.Context, client string, docs DocumentLister, o EncoderOptions) ([]corpus.Pair, error) {
-	maxPairs := cmp.Or(o.MaxPairs, 50_000)
-	seen := map[string]bool{}
-	sample := &pairHeap{}
-	var after *store.Position
-	for {
-		page, err := docs.ListDocuments(ctx, store.DocumentQuery{Client: client, Limit: 1000, After: after})
-		if err != nil {
-			return nil, fmt.Errorf("list the client's documents: %w", err)
+	type version struct {
+		n  int
+		id string
+	}
+	latest := map[string]version{}
+	err := eachDocument(ctx, client, docs, func(d store.Document) {
+		item := string(d.SourceType) + "\x00" + d.ExternalID
+		if v, ok := latest[item]; !ok || d.Version > v.n {
+			latest[item] = version{d.Version, d.ID}
 		}
-		for _, d := range page {
-			item := string(d.SourceType) + "\x00" + d.ExternalID
-			if seen[item] {
-				continue // an older version
-			}
-			seen[item] = true
-			if o.Except[d.ID] {
-				continue
-			}
+	})
+	if err != nil {
+		return nil, err
+	}
+	type keyed struct {
+		key uint64
+		id  string
+	}
+	var sample []keyed
+	for _, v := range latest {
+		if !o.Except[v.id] {
 			h := fnv.New64a()
-			h.Write([]byte(d.ID))
-			key := h.Sum64()
-			if sample.Len() == maxPairs {
-				if key >= (*sample)[0].key {
-					continue
-				}
-				heap.Pop(sample)
-			}
+			h.Write([]byte(v.id))
+			sample = append(sample, keyed{h.Sum64(), v.id})
+		}
+	}
+	slices.SortFunc(sample, func(a, b keyed) int { return cmp.Or(cmp.Compare(a.key, b.key), strings.Compare(a.id, b.id)) })
+	chosen := make(map[string]bool, min(len(sample), cmp.Or(o.MaxPairs, 50_000)))
+	for _, k := range sample[:min(len(sample), cmp.Or(o.MaxPairs, 50_000))] {
+		chosen[k.id] = true
+	}
+	var pairs []corpus.Pair
+	err = eachDocument(ctx, client, docs, func(d store.Document) {
+		if chosen[d.ID] {
+			delete(chosen, d.ID) // once, whatever the listing does meanwhile
 			body := d.Normalized.Body
 			if len(body) > encoderBodyBytes {
 				body = body[:encoderBodyBytes]
 			}
-			heap.Push(sample, sampled{key, corpus.Pair{Title: d.Normalized.Title, Body: body}})
+			pairs = append(pairs, corpus.Pair{Title: d.Normalized.Title, Body: body})
+		}
+	})
+	return pairs, err
+}
+
+// eachDocument calls fn with each of client's documents, a page of the
+// listing at a time.
+func eachDocument(ctx context.Context, client string, docs DocumentLister, fn func(store.Document)) error {
+	var after *store.Position
+	for {
+		page, err := docs.ListDocuments(ctx, store.DocumentQuery{Client: client, Limit: 1000, After: after})
+		if err != nil {
+			return fmt.Errorf("list the client's documents: %w", err)
+		}
+		for _, d := range page {
+			fn(d)
 		}
 		if len(page) < 1000 {
-			break
+			return nil
 		}
 		last := page[len(page)-1]
 		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
 	}
-	pairs := make([]corpus.Pair, len(*sample))
-	for i, s := range *sample {
-		pairs[i] = s.pair
-	}
-	return pairs, nil
-}
-
-type sampled struct {
-	key  uint64
-	pair corpus.Pair
-}
-
-// pairHeap is a max-heap of sampled pairs by key: its top is the first to
-// leave when a lower key comes.
-type pairHeap []sampled
-
-func (h pairHeap) Len() int           { return len(h) }
-func (h pairHeap) Less(i, j int) bool { return h[i].key > h[j].key }
-func (h pairHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *pairHeap) Push(x any)        { *h = append(*h, x.(sampled)) }
-func (h *pairHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

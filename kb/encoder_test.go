@@ -139,4 +139,25 @@ func TestClientsOwnEncoder(t *testing.T) {
 	if c, err := e.kb.TrainEncoder(ctx, "acme", e.store, kb.EncoderOptions{Except: except}); err != nil || c.Items != len(titles)-20 {
 		t.Errorf("20 items left out: trained on %d (%v), want %d", c.Items, err, len(titles)-20)
 	}
+
+	// An item's latest version is its highest, as a replay chooses it, even
+	// when an older one was updated since: left out by the latest
+	// version's ID, the item is not trained on at all.
+	v2 := docs[0]
+	v2.Normalized.Body += " bod0x1"
+	v2.Raw = append(slices.Clone(v2.Raw), " bod0x1"...)
+	v2.ObservedAt = time.Now()
+	put, err := e.store.PutDocuments(ctx, []store.Document{v2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The oldest document waiting, version 1 of T-0, claimed: its update
+	// is now the newest.
+	claimed, err := e.store.ClaimDocuments(ctx, store.Claim{Owner: "test", Limit: 1, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	if err != nil || len(claimed) != 1 || claimed[0].ExternalID != "T-0" || claimed[0].Version != 1 {
+		t.Fatalf("claimed %+v (%v), want version 1 of T-0", claimed, err)
+	}
+	if c, err := e.kb.TrainEncoder(ctx, "acme", e.store, kb.EncoderOptions{Except: map[string]bool{put[0].Stored.ID: true}}); err != nil || c.Items != len(titles)-1 {
+		t.Errorf("the latest version of one item left out: trained on %d (%v), want %d", c.Items, err, len(titles)-1)
+	}
 }

@@ -311,6 +311,11 @@ type Encoder struct {
 	Model     []byte    `json:"-"`
 	Items     int       `json:"items"` // the documents trained on
 	TrainedAt time.Time `json:"trainedAt"`
+	// ReplayPending says that the client's documents are to be replayed
+	// with it (a reprocess with wipe) and that no replay has finished
+	// since it was stored: a process that stopped during the replay
+	// leaves it set, and the encoder schedule replays them again.
+	ReplayPending bool `json:"replayPending"`
 }
 
 // Encoders keeps each client's encoder, so that every process of a
@@ -323,6 +328,13 @@ type Encoders interface {
 	// EncoderName returns the name of a client's encoder ("" when it has
 	// none) without reading the model: processes check it often.
 	EncoderName(ctx context.Context, client string) (string, error)
+	// ListEncoders returns every client's encoder without its model (Model
+	// nil), by client.
+	ListEncoders(ctx context.Context) ([]Encoder, error)
+	// EncoderReplayed clears ReplayPending of the client's encoder if it is
+	// still the one named name (a newer one keeps its own); a client with
+	// no encoder is ErrNotFound.
+	EncoderReplayed(ctx context.Context, client, name string) error
 }
 
 // ValidateEncoder checks an encoder before it is stored.

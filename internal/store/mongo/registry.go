@@ -393,10 +393,11 @@ func (s *Store) PutModelAnswer(ctx context.Context, key string, answer []byte) e
 // encoderRecord is a client's encoder in the encoders collection (_id: the
 // client).
 type encoderRecord struct {
-	Name      string `bson:"name"`
-	Model     []byte `bson:"model"`
-	Items     int    `bson:"items"`
-	TrainedAt int64  `bson:"trainedAt"`
+	Name          string `bson:"name"`
+	Model         []byte `bson:"model"`
+	Items         int    `bson:"items"`
+	TrainedAt     int64  `bson:"trainedAt"`
+	ReplayPending bool   `bson:"replayPending"`
 }
 
 // PutEncoder implements store.Encoders.
@@ -405,7 +406,7 @@ func (s *Store) PutEncoder(ctx context.Context, e store.Encoder) error {
 		return err
 	}
 	_, err := s.encoders.ReplaceOne(ctx, bson.M{"_id": e.Client},
-		encoderRecord{Name: e.Name, Model: e.Model, Items: e.Items, TrainedAt: micros(e.TrainedAt)}, options.Replace().SetUpsert(true))
+		encoderRecord{Name: e.Name, Model: e.Model, Items: e.Items, TrainedAt: micros(e.TrainedAt), ReplayPending: e.ReplayPending}, options.Replace().SetUpsert(true))
 	return err
 }
 
@@ -415,7 +416,7 @@ func (s *Store) GetEncoder(ctx context.Context, client string) (store.Encoder, e
 	if err := s.encoders.FindOne(ctx, bson.M{"_id": client}).Decode(&r); err != nil {
 		return store.Encoder{Client: client}, notFound(err, "encoder of "+client)
 	}
-	return store.Encoder{Client: client, Name: r.Name, Model: r.Model, Items: r.Items, TrainedAt: fromMicros(r.TrainedAt)}, nil
+	return store.Encoder{Client: client, Name: r.Name, Model: r.Model, Items: r.Items, TrainedAt: fromMicros(r.TrainedAt), ReplayPending: r.ReplayPending}, nil
 }
 
 // EncoderName implements store.Encoders.
@@ -428,4 +429,41 @@ func (s *Store) EncoderName(ctx context.Context, client string) (string, error) 
 		return "", nil
 	}
 	return r.Name, err
+}
+
+// ListEncoders implements store.Encoders.
+func (s *Store) ListEncoders(ctx context.Context) ([]store.Encoder, error) {
+	cur, err := s.encoders.Find(ctx, bson.M{}, options.Find().SetProjection(bson.M{"model": 0}).SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close(ctx)
+	var out []store.Encoder
+	for cur.Next(ctx) {
+		var r struct {
+			Client        string `bson:"_id"`
+			Name          string `bson:"name"`
+			Items         int    `bson:"items"`
+			TrainedAt     int64  `bson:"trainedAt"`
+			ReplayPending bool   `bson:"replayPending"`
+		}
+		if err := cur.Decode(&r); err != nil {
+			return nil, err
+		}
+		out = append(out, store.Encoder{Client: r.Client, Name: r.Name, Items: r.Items, TrainedAt: fromMicros(r.TrainedAt), ReplayPending: r.ReplayPending})
+	}
+	return out, cur.Err()
+}
+
+// EncoderReplayed implements store.Encoders.
+func (s *Store) EncoderReplayed(ctx context.Context, client, name string) error {
+	res, err := s.encoders.UpdateOne(ctx, bson.M{"_id": client, "name": name}, bson.M{"$set": bson.M{"replayPending": false}})
+	if err != nil || res.MatchedCount > 0 {
+		return err
+	}
+	n, err := s.encoders.CountDocuments(ctx, bson.M{"_id": client})
+	if err == nil && n == 0 {
+		err = fmt.Errorf("encoder of %s: %w", client, store.ErrNotFound)
+	}
+	return err
 }

@@ -212,4 +212,6 @@ CREATE TABLE encoders (
 	trained_at INTEGER NOT NULL
 ) STRICT;
 `,
+	// 12: an encoder's replay, pending until it has finished.
+	`ALTER TABLE encoders ADD COLUMN replay_pending INTEGER NOT NULL DEFAULT 0;`,
 }

@@ -428,9 +428,10 @@ func (s *Store) PutEncoder(ctx context.Context, e store.Encoder) error {
 		return err
 	}
 	return s.db.Write(ctx, "put encoder", func(tx sqlitedb.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO encoders (client, name, model, items, trained_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (client) DO UPDATE SET name = excluded.name, model = excluded.model, items = excluded.items, trained_at = excluded.trained_at`,
-			e.Client, e.Name, e.Model, e.Items, sqlitedb.Micros(e.TrainedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO encoders (client, name, model, items, trained_at, replay_pending) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (client) DO UPDATE SET name = excluded.name, model = excluded.model, items = excluded.items, trained_at = excluded.trained_at,
+				replay_pending = excluded.replay_pending`,
+			e.Client, e.Name, e.Model, e.Items, sqlitedb.Micros(e.TrainedAt), e.ReplayPending)
 		return err
 	})
 }
@@ -439,7 +440,7 @@ func (s *Store) PutEncoder(ctx context.Context, e store.Encoder) error {
 func (s *Store) GetEncoder(ctx context.Context, client string) (store.Encoder, error) {
 	e := store.Encoder{Client: client}
 	var at int64
-	err := s.db.QueryRow(ctx, `SELECT name, model, items, trained_at FROM encoders WHERE client = ?`, client).Scan(&e.Name, &e.Model, &e.Items, &at)
+	err := s.db.QueryRow(ctx, `SELECT name, model, items, trained_at, replay_pending FROM encoders WHERE client = ?`, client).Scan(&e.Name, &e.Model, &e.Items, &at, &e.ReplayPending)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("encoder of %s: %w", client, store.ErrNotFound)
 	}
@@ -452,4 +453,40 @@ func (s *Store) EncoderName(ctx context.Context, client string) (string, error) 
 	var name string
 	err := s.db.QueryRow(ctx, `SELECT coalesce((SELECT name FROM encoders WHERE client = ?), '')`, client).Scan(&name)
 	return name, s.db.Explain("encoder name", err)
+}
+
+// ListEncoders implements store.Encoders.
+func (s *Store) ListEncoders(ctx context.Context) ([]store.Encoder, error) {
+	rows, err := s.db.Query(ctx, `SELECT client, name, items, trained_at, replay_pending FROM encoders ORDER BY client`)
+	if err != nil {
+		return nil, s.db.Explain("list encoders", err)
+	}
+	defer rows.Close()
+	var out []store.Encoder
+	for rows.Next() {
+		var e store.Encoder
+		var at int64
+		if err := rows.Scan(&e.Client, &e.Name, &e.Items, &at, &e.ReplayPending); err != nil {
+			return nil, err
+		}
+		e.TrainedAt = sqlitedb.Time(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// EncoderReplayed implements store.Encoders.
+func (s *Store) EncoderReplayed(ctx context.Context, client, name string) error {
+	return s.db.Write(ctx, "encoder replayed", func(tx sqlitedb.Tx) error {
+		var have string
+		err := tx.QueryRowContext(ctx, `SELECT name FROM encoders WHERE client = ?`, client).Scan(&have)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("encoder of %s: %w", client, store.ErrNotFound)
+		}
+		if err != nil || have != name {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE encoders SET replay_pending = 0 WHERE client = ?`, client)
+		return err
+	})
 }

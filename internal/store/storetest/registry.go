@@ -281,14 +281,14 @@ func testEncoders(t *testing.T, s store.Store) {
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	for i, e := range []store.Encoder{
 		{Client: "acme", Name: "corpus-1", Model: model, Items: 7171, TrainedAt: at},
-		{Client: "acme", Name: "corpus-2", Model: []byte("two"), Items: 8000, TrainedAt: at.Add(time.Hour)},
+		{Client: "acme", Name: "corpus-2", Model: []byte("two"), Items: 8000, TrainedAt: at.Add(time.Hour), ReplayPending: true},
 	} {
 		if err := s.PutEncoder(ctx(t), e); err != nil {
 			t.Fatal(err)
 		}
 		got := must(s.GetEncoder(ctx(t), "acme"))(t)
-		if got.Name != e.Name || !bytes.Equal(got.Model, e.Model) || got.Items != e.Items || !got.TrainedAt.Equal(e.TrainedAt) {
-			t.Fatalf("put %d: got %s (%d bytes, %d items, %v)", i, got.Name, len(got.Model), got.Items, got.TrainedAt)
+		if got.Name != e.Name || !bytes.Equal(got.Model, e.Model) || got.Items != e.Items || !got.TrainedAt.Equal(e.TrainedAt) || got.ReplayPending != e.ReplayPending {
+			t.Fatalf("put %d: got %s (%d bytes, %d items, %v, replay pending %t)", i, got.Name, len(got.Model), got.Items, got.TrainedAt, got.ReplayPending)
 		}
 		if name := must(s.EncoderName(ctx(t), "acme"))(t); name != e.Name {
 			t.Fatalf("put %d: named %q", i, name)
@@ -296,6 +296,34 @@ func testEncoders(t *testing.T, s store.Store) {
 	}
 	if _, err := s.GetEncoder(ctx(t), "globex"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("another client's: %v", err)
+	}
+
+	// The list: every client's, by client, without the models.
+	if err := s.PutEncoder(ctx(t), store.Encoder{Client: "globex", Name: "corpus-g", Model: []byte("g"), Items: 1200, TrainedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	list := must(s.ListEncoders(ctx(t)))(t)
+	if len(list) != 2 || list[0].Client != "acme" || list[0].Name != "corpus-2" || !list[0].ReplayPending || list[0].Items != 8000 || !list[0].TrainedAt.Equal(at.Add(time.Hour)) ||
+		list[1].Client != "globex" || list[1].ReplayPending || list[0].Model != nil || list[1].Model != nil {
+		t.Fatalf("list: %+v", list)
+	}
+
+	// A finished replay clears the mark of the encoder it was made with,
+	// not of one stored since.
+	if err := s.EncoderReplayed(ctx(t), "acme", "corpus-1"); err != nil {
+		t.Fatal(err)
+	}
+	if !must(s.GetEncoder(ctx(t), "acme"))(t).ReplayPending {
+		t.Fatal("an older encoder's replay cleared the newer one's mark")
+	}
+	if err := s.EncoderReplayed(ctx(t), "acme", "corpus-2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.GetEncoder(ctx(t), "acme"))(t); got.ReplayPending || got.Name != "corpus-2" || !bytes.Equal(got.Model, []byte("two")) {
+		t.Fatalf("after its replay: %s, replay pending %t", got.Name, got.ReplayPending)
+	}
+	if err := s.EncoderReplayed(ctx(t), "initech", "corpus-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a client with none: %v", err)
 	}
 	for _, bad := range []store.Encoder{{Client: "Bad!", Name: "x", Model: []byte("x")}, {Client: "acme", Model: []byte("x")}, {Client: "acme", Name: "x"}} {
 		if err := s.PutEncoder(ctx(t), bad); !errors.Is(err, store.ErrInvalid) {
