@@ -203,6 +203,154 @@ func TestEncoderJobs(t *testing.T) {
 	}
 }
 
+// topicDocs are n issues of client, numbered from first, in topics of
+// ten whose titles and bodies have their own words.
+func topicDocs(client string, first, n int) []store.Document {
+	var docs []store.Document
+	for i := first; i < first+n; i++ {
+		tp := i / 10
+		title := fmt.Sprintf("t%dw%d t%dw%d failure", tp, i%7, tp, (i+3)%7)
+		var body []string
+		for j := range 20 {
+			body = append(body, fmt.Sprintf("b%dw%d", tp, (i+j)%13), fmt.Sprintf("shared%d", (i*7+j)%40))
+		}
+		docs = append(docs, store.Document{Client: client, SourceType: store.SourceJira, ExternalID: fmt.Sprintf("T-%d", i), Raw: []byte(title),
+			Normalized: store.Normalized{Title: title, Body: strings.Join(body, " ")}})
+	}
+	return docs
+}
+
+// indexAll moves every document waiting for an indexer to INDEXED, as an
+// indexer that made no tasks would.
+func indexAll(t *testing.T, st store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	for {
+		ds, err := st.ClaimDocuments(ctx, store.Claim{Owner: "test", Limit: 500, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			return
+		}
+		var ts []store.DocumentTransition
+		for _, d := range ds {
+			ts = append(ts, store.DocumentTransition{ID: d.ID, From: store.DocIndexing, To: store.DocIndexed, Owner: "test"})
+		}
+		if err := st.TransitionDocuments(ctx, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The encoder schedule trains a client's encoder by itself once the client
+// has enough documents and has taken them in, again when they have grown,
+// replays an encoder's documents again when its replay did not finish, and
+// does not try a failed training again at each look.
+func TestEncoderSchedule(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for _, c := range []string{"umbrella", "initech"} {
+		if _, err := f.st.PutClient(ctx, store.Client{ID: c, Name: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobsOf := func(client string) []map[string]any {
+		code, list := call(t, "GET", f.url+"/admin/v1/jobs", f.admin, "")
+		if code != http.StatusOK {
+			t.Fatalf("jobs: %d %v", code, list)
+		}
+		var out []map[string]any
+		for _, j := range list["items"].([]any) {
+			if j := j.(map[string]any); j["request"].(map[string]any)["client"] == client {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) { // within the admin key's rate
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s", what)
+			}
+		}
+	}
+	// 150 documents of umbrella, 120 of initech without a title or body
+	// to train on, none of them indexed yet.
+	bare := topicDocs("initech", 0, 120)
+	for i := range bare {
+		bare[i].Normalized = store.Normalized{Body: "x"}
+	}
+	if _, err := f.st.PutDocuments(ctx, append(topicDocs("umbrella", 0, 150), bare...)); err != nil {
+		t.Fatal(err)
+	}
+	go f.server.RunEncoderSchedule(ctx, api.EncoderSchedule{MinDocuments: 100, Growth: 2, Every: 20 * time.Millisecond, Retry: time.Hour})
+	time.Sleep(200 * time.Millisecond)
+	if js := jobsOf("umbrella"); len(js) != 0 {
+		t.Fatalf("a job while the documents wait for the indexers: %v", js)
+	}
+
+	// Taken in: umbrella's encoder is trained and its documents replayed;
+	// initech's training fails, once.
+	indexAll(t, f.st)
+	waitFor("umbrella's first encoder job", func() bool { js := jobsOf("umbrella"); return len(js) == 1 && js[0]["state"] != api.JobRunning })
+	job := jobsOf("umbrella")[0]
+	enc := job["encoder"].(map[string]any)
+	if trained := enc["trained"].(map[string]any); job["state"] != api.JobDone || enc["reason"] != api.EncoderFirst || trained["items"] != 150.0 || trained["replayPending"] != false ||
+		job["progress"].(map[string]any)["wiped"] != true {
+		t.Fatalf("umbrella's first job: %v", job)
+	}
+	first, err := f.st.GetEncoder(ctx, "umbrella")
+	if err != nil || first.ReplayPending || first.Documents != 150 {
+		t.Fatalf("umbrella's encoder after its replay: %s, replay pending %t, %d documents (%v)", first.Name, first.ReplayPending, first.Documents, err)
+	}
+	waitFor("initech's job", func() bool { js := jobsOf("initech"); return len(js) == 1 && js[0]["state"] == api.JobFailed })
+	indexAll(t, f.st) // the replay sent umbrella's documents back
+	time.Sleep(200 * time.Millisecond)
+	if js := jobsOf("initech"); len(js) != 1 || !strings.Contains(js[0]["error"].(string), "too few") {
+		t.Fatalf("initech's failed training tried again at once, or failed otherwise: %v", js)
+	}
+	if js := jobsOf("umbrella"); len(js) != 1 {
+		t.Fatalf("umbrella trained again before it grew: %v", js)
+	}
+
+	// Grown to twice the documents: trained again.
+	if _, err := f.st.PutDocuments(ctx, topicDocs("umbrella", 150, 150)); err != nil {
+		t.Fatal(err)
+	}
+	indexAll(t, f.st)
+	waitFor("umbrella's second encoder job", func() bool { js := jobsOf("umbrella"); return len(js) == 2 && js[0]["state"] != api.JobRunning })
+	if job := jobsOf("umbrella")[0]; job["state"] != api.JobDone || job["encoder"].(map[string]any)["reason"] != api.EncoderGrown {
+		t.Fatalf("umbrella's second job: %v", job)
+	}
+	if e, err := f.st.GetEncoder(ctx, "umbrella"); err != nil || e.Name == first.Name || e.Items != 300 || e.ReplayPending {
+		t.Fatalf("umbrella's encoder after it grew: %s on %d items, replay pending %t (%v)", e.Name, e.Items, e.ReplayPending, err)
+	}
+
+	// A replay that did not finish (its process stopped) runs again, with
+	// no training, whatever the client's queues hold.
+	model, err := f.st.GetEncoder(ctx, "umbrella")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model.Client, model.ReplayPending = "globex", true
+	if err := f.st.PutEncoder(ctx, model); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("globex's replay", func() bool { js := jobsOf("globex"); return len(js) == 1 && js[0]["state"] != api.JobRunning })
+	job = jobsOf("globex")[0]
+	if enc := job["encoder"].(map[string]any); job["state"] != api.JobDone || enc["reason"] != api.EncoderReplayPending || enc["epochs"] != 0.0 ||
+		enc["trained"].(map[string]any)["name"] != model.Name || job["progress"].(map[string]any)["wiped"] != true {
+		t.Fatalf("globex's replay: %v", job)
+	}
+	if e, err := f.st.GetEncoder(ctx, "globex"); err != nil || e.ReplayPending {
+		t.Fatalf("globex's encoder after its replay: replay pending %t (%v)", e.ReplayPending, err)
+	}
+}
+
 func TestReprocessJobs(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)

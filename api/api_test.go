@@ -31,6 +31,7 @@ type fixture struct {
 	acme, globex tenant
 	st           *sqlite.Store
 	kb           *kb.KB
+	server       *api.Server
 	patterns     []string
 }
 
@@ -91,6 +92,7 @@ func newFixture(t *testing.T, tweak func(*api.Config)) fixture {
 		tweak(&cfg)
 	}
 	s := api.New(cfg)
+	f.server = s
 	mux := http.NewServeMux()
 	s.Register(mux)
 	f.patterns = s.Patterns()

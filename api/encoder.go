@@ -1,10 +1,12 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/jervis-dev/jervis/internal/reprocess"
 	"github.com/jervis-dev/jervis/internal/store"
@@ -25,12 +27,28 @@ type EncoderRequest struct {
 
 // EncoderProgress is an encoder job's training.
 type EncoderProgress struct {
+	// Reason is why the job runs: asked (POST
+	// /admin/v1/clients/{client}/encoder), first (the encoder schedule:
+	// the client has enough documents and no encoder), grown (its
+	// documents have grown since its encoder was trained) or replay
+	// pending (a replay with its encoder did not finish: it runs again,
+	// without a training).
+	Reason string  `json:"reason"`
 	Epoch  int     `json:"epoch"` // epochs done
 	Epochs int     `json:"epochs"`
 	Loss   float64 `json:"loss,omitempty"` // the last epoch's mean
-	// Encoder is the encoder trained, once it is.
+	// Encoder is the encoder trained, once it is (the one replayed, when
+	// the job only replays).
 	Encoder *store.Encoder `json:"trained,omitempty"`
 }
+
+// Why an encoder job runs (EncoderProgress.Reason).
+const (
+	EncoderAsked         = "asked"
+	EncoderFirst         = "first"
+	EncoderGrown         = "grown"
+	EncoderReplayPending = "replay pending"
+)
 
 // trainEncoder starts an encoder job for an existing client: its own
 // encoder trained on its documents (kb.KB.TrainEncoder), then, unless the
@@ -47,34 +65,173 @@ func (s *Server) trainEncoder(r *http.Request, _ Principal) (any, error) {
 			return nil, err
 		}
 	}
-	replay := req.Replay == nil || *req.Replay
-	if _, running := s.training.LoadOrStore(client, true); running {
+	started, ok := s.startEncoderJob(client, EncoderAsked, req.Replay == nil || *req.Replay, nil)
+	if !ok {
 		return nil, &Error{Status: http.StatusConflict, Code: CodeConflict, Message: "an encoder job of client " + client + " is running: GET /admin/v1/jobs"}
 	}
+	return status{code: http.StatusAccepted, body: started}, nil
+}
+
+// startEncoderJob starts client's encoder job: the training (unless
+// pending, the stored encoder whose replay is to run again), then, with
+// replay, the replay with wipe, its encoder's mark cleared when it has
+// finished (store.Encoders.EncoderReplayed). It returns false, starting
+// nothing, while the client's last one runs in this process.
+func (s *Server) startEncoderJob(client, reason string, replay bool, pending *store.Encoder) (Job, bool) {
+	if _, running := s.training.LoadOrStore(client, true); running {
+		return Job{}, false
+	}
 	// The replay's request, a wipe (its client alone when there is none).
-	job := &Job{Kind: "encoder", Encoder: &EncoderProgress{Epochs: corpus.DefaultEpochs}, Request: reprocess.Request{Client: client, Wipe: replay}}
-	started := s.startJob(job, func(ctx context.Context, job *Job) error {
+	job := &Job{Kind: "encoder", Encoder: &EncoderProgress{Reason: reason, Epochs: corpus.DefaultEpochs}, Request: reprocess.Request{Client: client, Wipe: replay}}
+	if pending != nil {
+		job.Encoder.Epochs, job.Encoder.Encoder = 0, pending
+	}
+	return s.startJob(job, func(ctx context.Context, job *Job) error {
 		defer s.training.Delete(client)
-		o := kb.EncoderOptions{Options: corpus.Options{Progress: func(epoch int, loss float64) {
-			s.jobs.update(job.ID, func(j *Job) { j.Encoder.Epoch, j.Encoder.Loss = epoch+1, loss })
-		}}}
-		enc, err := s.cfg.KB.TrainEncoder(ctx, client, s.cfg.Store, o)
-		if errors.Is(err, corpus.ErrTooFew) {
-			return fmt.Errorf("%w (the client's documents: titles and bodies)", err)
+		enc := pending
+		if enc == nil {
+			o := kb.EncoderOptions{Replay: replay, Options: corpus.Options{Progress: func(epoch int, loss float64) {
+				s.jobs.update(job.ID, func(j *Job) { j.Encoder.Epoch, j.Encoder.Loss = epoch+1, loss })
+			}}}
+			// The client's documents now, the schedule's measure of its
+			// growth since.
+			if st, err := s.cfg.Store.Stats(ctx); err == nil {
+				for _, n := range st.DocumentsByClient[client] {
+					o.Documents += int(n)
+				}
+			}
+			e, err := s.cfg.KB.TrainEncoder(ctx, client, s.cfg.Store, o)
+			if errors.Is(err, corpus.ErrTooFew) {
+				return fmt.Errorf("%w (the client's documents: titles and bodies)", err)
+			}
+			if err != nil {
+				return err
+			}
+			e.Model = nil // the job shows what it is, not the model
+			enc = &e
+			s.jobs.update(job.ID, func(j *Job) { j.Encoder.Encoder = enc })
+			s.log.Info("encoder trained", "job", job.ID, "client", client, "reason", reason, "encoder", e.Name, "documents", e.Items)
 		}
-		if err != nil {
-			return err
-		}
-		s.jobs.update(job.ID, func(j *Job) { j.Encoder.Encoder = &enc })
-		s.log.Info("encoder trained", "job", job.ID, "client", client, "encoder", enc.Name, "documents", enc.Items)
 		if !replay {
+			s.scheduled.Delete(client) // done: the schedule need not wait
 			return nil
 		}
 		p, err := s.replay(ctx, job.ID, job.Request)
-		if err == nil {
-			s.log.Info("encoder job done", "job", job.ID, "client", client, "documents", p.Processed)
+		if err != nil {
+			return err
 		}
+		if err := s.cfg.Store.EncoderReplayed(ctx, client, enc.Name); err != nil {
+			return fmt.Errorf("the replay has finished, but marking it so failed (it runs again): %w", err)
+		}
+		replayed := *enc
+		replayed.ReplayPending = false
+		s.jobs.update(job.ID, func(j *Job) { j.Encoder.Encoder = &replayed })
+		s.scheduled.Delete(client)
+		s.log.Info("encoder job done", "job", job.ID, "client", client, "reason", reason, "encoder", enc.Name, "documents", p.Processed)
+		return nil
+	}), true
+}
+
+// EncoderSchedule says when the encoder schedule (Server.RunEncoderSchedule)
+// starts a client's encoder job without being asked.
+type EncoderSchedule struct {
+	// MinDocuments is how many documents (every version, in every state) a
+	// client needs before its first encoder is trained; 0: never without
+	// being asked.
+	MinDocuments int
+	// Growth retrains a client's encoder once the client has this many
+	// times the documents it had when the encoder was trained; 0: never.
+	Growth float64
+	// Every is how often the clients are looked at.
+	Every time.Duration
+	// Retry is how long the schedule waits, after it started a job for a
+	// client that then failed, before it starts another for the same
+	// client: a training that failed (too few titles and bodies) or a
+	// replay that did is not tried again at each look.
+	Retry time.Duration
+}
+
+// RunEncoderSchedule looks at every client each sch.Every until ctx ends.
+// A client whose encoder's replay is pending (the process that ran it
+// stopped first) gets a job that replays its documents again. A client
+// whose queues are empty — no document waiting for or held by an indexer,
+// no task waiting for or held by the qualifier, so that a bulk import has
+// been taken in whole — gets an encoder job (train, replay with wipe) when
+// it has sch.MinDocuments documents and no encoder, or sch.Growth times
+// the documents it had when its encoder was trained. A job already running
+// in this process is left to finish, and after a job the schedule started
+// failed, the client's next waits sch.Retry from its start. Jobs started so are listed with the
+// others (GET /admin/v1/jobs) and logged.
+func (s *Server) RunEncoderSchedule(ctx context.Context, sch EncoderSchedule) error {
+	t := time.NewTicker(sch.Every)
+	defer t.Stop()
+	for {
+		if err := s.scheduleEncoders(ctx, sch); err != nil && ctx.Err() == nil {
+			s.log.Warn("encoder schedule: the clients could not be read; trying again", "err", err, "in", sch.Every)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// scheduleEncoders starts the jobs RunEncoderSchedule's one look asks for.
+func (s *Server) scheduleEncoders(ctx context.Context, sch EncoderSchedule) error {
+	start := func(client, reason string, pending *store.Encoder) (Job, bool) {
+		if last, ok := s.scheduled.Load(client); ok && time.Since(last.(time.Time)) < sch.Retry {
+			return Job{}, false
+		}
+		job, ok := s.startEncoderJob(client, reason, true, pending)
+		if ok {
+			s.scheduled.Store(client, time.Now())
+		}
+		return job, ok
+	}
+	encs, err := s.cfg.Store.ListEncoders(ctx)
+	if err != nil {
 		return err
-	})
-	return status{code: http.StatusAccepted, body: started}, nil
+	}
+	have := make(map[string]store.Encoder, len(encs))
+	for _, e := range encs {
+		have[e.Client] = e
+		if e.ReplayPending {
+			if job, ok := start(e.Client, EncoderReplayPending, &e); ok {
+				s.log.Info("encoder schedule: replaying a client's documents with its encoder again", "job", job.ID, "client", e.Client, "encoder", e.Name)
+			}
+		}
+	}
+	if sch.MinDocuments <= 0 {
+		return nil
+	}
+	st, err := s.cfg.Store.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	for client, docs := range st.DocumentsByClient {
+		tasks := st.TasksByClient[client]
+		if docs[string(store.DocNew)]+docs[string(store.DocIndexing)] > 0 ||
+			tasks[string(store.TaskNew)]+tasks[string(store.TaskQualifying)]+tasks[string(store.TaskRetry)] > 0 {
+			continue // still taking documents in
+		}
+		var n int64
+		for _, c := range docs {
+			n += c
+		}
+		e, ok := have[client]
+		reason := ""
+		switch {
+		case !ok && n >= int64(sch.MinDocuments):
+			reason = EncoderFirst
+		case ok && !e.ReplayPending && sch.Growth > 0 && float64(n) >= sch.Growth*float64(cmp.Or(e.Documents, e.Items)):
+			reason = EncoderGrown
+		default:
+			continue
+		}
+		if job, ok := start(client, reason, nil); ok {
+			s.log.Info("encoder schedule: training a client's encoder", "job", job.ID, "client", client, "reason", reason, "documents", n)
+		}
+	}
+	return nil
 }

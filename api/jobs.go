@@ -75,7 +75,18 @@ func (j *jobs) get(id string) (Job, bool) {
 	if !ok {
 		return Job{}, false
 	}
-	return *job, true
+	return job.snapshot(), true
+}
+
+// snapshot is a copy of the job that its updates (jobs.update, under the
+// lock) do not change as it is read.
+func (job *Job) snapshot() Job {
+	c := *job
+	if c.Encoder != nil {
+		e := *c.Encoder
+		c.Encoder = &e
+	}
+	return c
 }
 
 func (j *jobs) list() []Job {
@@ -83,7 +94,7 @@ func (j *jobs) list() []Job {
 	defer j.mu.Unlock()
 	out := make([]Job, 0, len(j.ids))
 	for _, id := range slices.Backward(j.ids) {
-		out = append(out, *j.byID[id])
+		out = append(out, j.byID[id].snapshot())
 	}
 	return out
 }

@@ -78,6 +78,9 @@ type Server struct {
 	// training holds the clients whose encoder job is running (one at a
 	// time each).
 	training sync.Map
+	// scheduled holds when the encoder schedule last started a job for a
+	// client (EncoderSchedule.Retry).
+	scheduled sync.Map
 
 	watcher eventWatcher
 }

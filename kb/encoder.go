@@ -103,6 +103,8 @@ type EncoderOptions struct {
 	// documents next and clears the mark when that has finished
 	// (store.Encoders.EncoderReplayed).
 	Replay bool
+	// Documents is recorded with the stored encoder (store.Encoder.Documents).
+	Documents int
 }
 
 // TrainEncoder trains client's own encoder on its documents — the latest
@@ -127,7 +129,7 @@ func (k *KB) TrainEncoder(ctx context.Context, client string, docs DocumentListe
 	if err != nil {
 		return store.Encoder{}, err
 	}
-	e := store.Encoder{Client: client, Name: m.Model(), Model: raw, Items: items, TrainedAt: time.Now().UTC(), ReplayPending: o.Replay}
+	e := store.Encoder{Client: client, Name: m.Model(), Model: raw, Items: items, TrainedAt: time.Now().UTC(), ReplayPending: o.Replay, Documents: o.Documents}
 	if err := k.encoderStore.PutEncoder(ctx, e); err != nil {
 		return store.Encoder{}, fmt.Errorf("store the encoder: %w", err)
 	}

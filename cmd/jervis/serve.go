@@ -167,6 +167,7 @@ func (a *app) serve(parent context.Context) error {
 		return err
 	}
 	mux := http.NewServeMux()
+	var encoders *api.Server // runs the encoder schedule: the api role's
 	checks := a.backendChecks(st, k)
 	api.Routes(mux, 2*time.Second, checks...)
 	if a.cfg.HasRole("api") {
@@ -185,6 +186,7 @@ func (a *app) serve(parent context.Context) error {
 		apiServer := api.New(ac)
 		apiServer.Register(mux)
 		defer apiServer.Wait() // reprocess jobs end with ctx, before the stores close
+		encoders = apiServer
 	}
 	srv := &http.Server{
 		Handler:           mux,
@@ -217,6 +219,13 @@ func (a *app) serve(parent context.Context) error {
 	})
 	for _, c := range components {
 		g.Go(func() error { return c.Run(gctx) })
+	}
+	if ce := a.cfg.Embedder.ClientEncoder; encoders != nil {
+		// Also with min_documents 0: a replay left unfinished by a stopped
+		// process runs again.
+		g.Go(func() error {
+			return encoders.RunEncoderSchedule(gctx, api.EncoderSchedule{MinDocuments: ce.MinDocuments, Growth: ce.Growth, Every: 30 * time.Second, Retry: 10 * time.Minute})
+		})
 	}
 	for _, role := range a.cfg.Roles {
 		// Each role's components are wired here as they are built; a role with

@@ -225,6 +225,29 @@ type RAGSQLite struct {
 type Embedder struct {
 	Backend string         `yaml:"backend"` // glove (compiled in) or ollama
 	Ollama  OllamaEmbedder `yaml:"ollama"`
+	// ClientEncoder says when each client's own encoder (kb/embed/corpus)
+	// is trained without an operator asking.
+	ClientEncoder ClientEncoder `yaml:"client_encoder"`
+}
+
+// ClientEncoder is the encoder schedule of the processes that run the api
+// role (api.Server.RunEncoderSchedule): once a client's queues are empty,
+// it trains the client's own encoder and replays the client's documents
+// with it when the client has MinDocuments documents and no encoder, and
+// again when its documents have grown Growth times since the last.
+type ClientEncoder struct {
+	// MinDocuments a client needs (every version, in every state) before
+	// its first encoder is trained by itself; 0: only when asked (POST
+	// /admin/v1/clients/{client}/encoder, jervis encoder). 1,000 by
+	// default: on fewer, the words of a client's titles and bodies are too
+	// few to learn from.
+	MinDocuments int `yaml:"min_documents"`
+	// Growth retrains a client's encoder once it has this many times the
+	// documents it had when it was last trained; 0: never again by itself.
+	// 2 by default: each retraining replays the client's documents, and
+	// doubling keeps what all the replays cost under twice one of the
+	// largest.
+	Growth float64 `yaml:"growth"`
 }
 
 // OllamaEmbedder is the Ollama server and model of embedder.backend ollama.
@@ -264,9 +287,10 @@ func Default() Config {
 		Store:           Store{Backend: "sqlite", SQLite: SQLite{BusyTimeout: 5 * time.Second}, Mongo: Mongo{Timeout: 30 * time.Second}},
 		Graph:           Graph{Backend: "sqlite", Arango: Arango{Database: "jervis", User: "root", Timeout: 30 * time.Second}},
 		RAG:             RAG{Backend: "sqlite", SQLite: RAGSQLite{VectorLists: DefaultVectorLists}, Weaviate: Weaviate{Class: "JervisChunk", Timeout: 30 * time.Second}},
-		Embedder:        Embedder{Backend: "glove", Ollama: OllamaEmbedder{Host: "http://127.0.0.1:11434", Model: "nomic-embed-text", Timeout: 60 * time.Second}},
-		Indexers:        Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
-		Qualifier:       Qualifier{Concurrency: 4, Batch: 16, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
+		Embedder: Embedder{Backend: "glove", Ollama: OllamaEmbedder{Host: "http://127.0.0.1:11434", Model: "nomic-embed-text", Timeout: 60 * time.Second},
+			ClientEncoder: ClientEncoder{MinDocuments: 1000, Growth: 2}},
+		Indexers:  Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
+		Qualifier: Qualifier{Concurrency: 4, Batch: 16, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
 		Executor: Executor{IdleAfter: 30 * time.Second, Concurrency: 1, OllamaHost: "http://127.0.0.1:11434",
 			MaxIterations: 500, MaxTokens: 1_000_000, MaxDuration: 15 * time.Minute},
 		API: API{RateLimit: 50, RateBurst: 100, MaxBodyBytes: 1 << 20},

@@ -89,6 +89,12 @@ func (s Embedder) validate(p *problems) {
 	default:
 		p.add("embedder.backend", "%q is not glove or ollama", s.Backend)
 	}
+	if n := s.ClientEncoder.MinDocuments; n < 0 {
+		p.add("embedder.client_encoder.min_documents", "%d is negative (0: only when asked)", n)
+	}
+	if g := s.ClientEncoder.Growth; g != 0 && !(g > 1 && g <= 1000) {
+		p.add("embedder.client_encoder.growth", "%g is not 0 (never again) or more than 1 (a retraining when the documents have grown so many times)", g)
+	}
 }
 
 // validate checks graph.*.

@@ -311,6 +311,10 @@ type Encoder struct {
 	Model     []byte    `json:"-"`
 	Items     int       `json:"items"` // the documents trained on
 	TrainedAt time.Time `json:"trainedAt"`
+	// Documents is how many documents (every version, in every state)
+	// the client had when it was trained, when known: the measure by
+	// which the encoder schedule sees the client grow.
+	Documents int `json:"documents,omitempty"`
 	// ReplayPending says that the client's documents are to be replayed
 	// with it (a reprocess with wipe) and that no replay has finished
 	// since it was stored: a process that stopped during the replay

@@ -398,6 +398,7 @@ type encoderRecord struct {
 	Items         int    `bson:"items"`
 	TrainedAt     int64  `bson:"trainedAt"`
 	ReplayPending bool   `bson:"replayPending"`
+	Documents     int    `bson:"documents"`
 }
 
 // PutEncoder implements store.Encoders.
@@ -406,7 +407,7 @@ func (s *Store) PutEncoder(ctx context.Context, e store.Encoder) error {
 		return err
 	}
 	_, err := s.encoders.ReplaceOne(ctx, bson.M{"_id": e.Client},
-		encoderRecord{Name: e.Name, Model: e.Model, Items: e.Items, TrainedAt: micros(e.TrainedAt), ReplayPending: e.ReplayPending}, options.Replace().SetUpsert(true))
+		encoderRecord{Name: e.Name, Model: e.Model, Items: e.Items, TrainedAt: micros(e.TrainedAt), ReplayPending: e.ReplayPending, Documents: e.Documents}, options.Replace().SetUpsert(true))
 	return err
 }
 
@@ -416,7 +417,7 @@ func (s *Store) GetEncoder(ctx context.Context, client string) (store.Encoder, e
 	if err := s.encoders.FindOne(ctx, bson.M{"_id": client}).Decode(&r); err != nil {
 		return store.Encoder{Client: client}, notFound(err, "encoder of "+client)
 	}
-	return store.Encoder{Client: client, Name: r.Name, Model: r.Model, Items: r.Items, TrainedAt: fromMicros(r.TrainedAt), ReplayPending: r.ReplayPending}, nil
+	return store.Encoder{Client: client, Name: r.Name, Model: r.Model, Items: r.Items, TrainedAt: fromMicros(r.TrainedAt), ReplayPending: r.ReplayPending, Documents: r.Documents}, nil
 }
 
 // EncoderName implements store.Encoders.
@@ -446,11 +447,12 @@ func (s *Store) ListEncoders(ctx context.Context) ([]store.Encoder, error) {
 			Items         int    `bson:"items"`
 			TrainedAt     int64  `bson:"trainedAt"`
 			ReplayPending bool   `bson:"replayPending"`
+			Documents     int    `bson:"documents"`
 		}
 		if err := cur.Decode(&r); err != nil {
 			return nil, err
 		}
-		out = append(out, store.Encoder{Client: r.Client, Name: r.Name, Items: r.Items, TrainedAt: fromMicros(r.TrainedAt), ReplayPending: r.ReplayPending})
+		out = append(out, store.Encoder{Client: r.Client, Name: r.Name, Items: r.Items, TrainedAt: fromMicros(r.TrainedAt), ReplayPending: r.ReplayPending, Documents: r.Documents})
 	}
 	return out, cur.Err()
 }

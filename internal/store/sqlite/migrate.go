@@ -212,6 +212,10 @@ CREATE TABLE encoders (
 	trained_at INTEGER NOT NULL
 ) STRICT;
 `,
-	// 12: an encoder's replay, pending until it has finished.
-	`ALTER TABLE encoders ADD COLUMN replay_pending INTEGER NOT NULL DEFAULT 0;`,
+	// 12: an encoder's replay, pending until it has finished; the client's
+	// documents when it was trained.
+	`
+ALTER TABLE encoders ADD COLUMN replay_pending INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE encoders ADD COLUMN documents INTEGER NOT NULL DEFAULT 0;
+`,
 }

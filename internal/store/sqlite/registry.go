@@ -428,10 +428,10 @@ func (s *Store) PutEncoder(ctx context.Context, e store.Encoder) error {
 		return err
 	}
 	return s.db.Write(ctx, "put encoder", func(tx sqlitedb.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO encoders (client, name, model, items, trained_at, replay_pending) VALUES (?, ?, ?, ?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO encoders (client, name, model, items, trained_at, replay_pending, documents) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (client) DO UPDATE SET name = excluded.name, model = excluded.model, items = excluded.items, trained_at = excluded.trained_at,
-				replay_pending = excluded.replay_pending`,
-			e.Client, e.Name, e.Model, e.Items, sqlitedb.Micros(e.TrainedAt), e.ReplayPending)
+				replay_pending = excluded.replay_pending, documents = excluded.documents`,
+			e.Client, e.Name, e.Model, e.Items, sqlitedb.Micros(e.TrainedAt), e.ReplayPending, e.Documents)
 		return err
 	})
 }
@@ -440,7 +440,7 @@ func (s *Store) PutEncoder(ctx context.Context, e store.Encoder) error {
 func (s *Store) GetEncoder(ctx context.Context, client string) (store.Encoder, error) {
 	e := store.Encoder{Client: client}
 	var at int64
-	err := s.db.QueryRow(ctx, `SELECT name, model, items, trained_at, replay_pending FROM encoders WHERE client = ?`, client).Scan(&e.Name, &e.Model, &e.Items, &at, &e.ReplayPending)
+	err := s.db.QueryRow(ctx, `SELECT name, model, items, trained_at, replay_pending, documents FROM encoders WHERE client = ?`, client).Scan(&e.Name, &e.Model, &e.Items, &at, &e.ReplayPending, &e.Documents)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("encoder of %s: %w", client, store.ErrNotFound)
 	}
@@ -457,7 +457,7 @@ func (s *Store) EncoderName(ctx context.Context, client string) (string, error) 
 
 // ListEncoders implements store.Encoders.
 func (s *Store) ListEncoders(ctx context.Context) ([]store.Encoder, error) {
-	rows, err := s.db.Query(ctx, `SELECT client, name, items, trained_at, replay_pending FROM encoders ORDER BY client`)
+	rows, err := s.db.Query(ctx, `SELECT client, name, items, trained_at, replay_pending, documents FROM encoders ORDER BY client`)
 	if err != nil {
 		return nil, s.db.Explain("list encoders", err)
 	}
@@ -466,7 +466,7 @@ func (s *Store) ListEncoders(ctx context.Context) ([]store.Encoder, error) {
 	for rows.Next() {
 		var e store.Encoder
 		var at int64
-		if err := rows.Scan(&e.Client, &e.Name, &e.Items, &at, &e.ReplayPending); err != nil {
+		if err := rows.Scan(&e.Client, &e.Name, &e.Items, &at, &e.ReplayPending, &e.Documents); err != nil {
 			return nil, err
 		}
 		e.TrainedAt = sqlitedb.Time(at)

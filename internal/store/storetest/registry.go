@@ -281,14 +281,14 @@ func testEncoders(t *testing.T, s store.Store) {
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	for i, e := range []store.Encoder{
 		{Client: "acme", Name: "corpus-1", Model: model, Items: 7171, TrainedAt: at},
-		{Client: "acme", Name: "corpus-2", Model: []byte("two"), Items: 8000, TrainedAt: at.Add(time.Hour), ReplayPending: true},
+		{Client: "acme", Name: "corpus-2", Model: []byte("two"), Items: 8000, TrainedAt: at.Add(time.Hour), ReplayPending: true, Documents: 9001},
 	} {
 		if err := s.PutEncoder(ctx(t), e); err != nil {
 			t.Fatal(err)
 		}
 		got := must(s.GetEncoder(ctx(t), "acme"))(t)
-		if got.Name != e.Name || !bytes.Equal(got.Model, e.Model) || got.Items != e.Items || !got.TrainedAt.Equal(e.TrainedAt) || got.ReplayPending != e.ReplayPending {
-			t.Fatalf("put %d: got %s (%d bytes, %d items, %v, replay pending %t)", i, got.Name, len(got.Model), got.Items, got.TrainedAt, got.ReplayPending)
+		if got.Name != e.Name || !bytes.Equal(got.Model, e.Model) || got.Items != e.Items || !got.TrainedAt.Equal(e.TrainedAt) || got.ReplayPending != e.ReplayPending || got.Documents != e.Documents {
+			t.Fatalf("put %d: got %s (%d bytes, %d items, %v, replay pending %t, %d documents)", i, got.Name, len(got.Model), got.Items, got.TrainedAt, got.ReplayPending, got.Documents)
 		}
 		if name := must(s.EncoderName(ctx(t), "acme"))(t); name != e.Name {
 			t.Fatalf("put %d: named %q", i, name)
@@ -303,7 +303,7 @@ func testEncoders(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	list := must(s.ListEncoders(ctx(t)))(t)
-	if len(list) != 2 || list[0].Client != "acme" || list[0].Name != "corpus-2" || !list[0].ReplayPending || list[0].Items != 8000 || !list[0].TrainedAt.Equal(at.Add(time.Hour)) ||
+	if len(list) != 2 || list[0].Client != "acme" || list[0].Name != "corpus-2" || !list[0].ReplayPending || list[0].Items != 8000 || list[0].Documents != 9001 || !list[0].TrainedAt.Equal(at.Add(time.Hour)) ||
 		list[1].Client != "globex" || list[1].ReplayPending || list[0].Model != nil || list[1].Model != nil {
 		t.Fatalf("list: %+v", list)
 	}
