@@ -224,7 +224,7 @@ func (a *app) serve(parent context.Context) error {
 		// Also with min_documents 0: a replay left unfinished by a stopped
 		// process runs again.
 		g.Go(func() error {
-			return encoders.RunEncoderSchedule(gctx, api.EncoderSchedule{MinDocuments: ce.MinDocuments, Growth: ce.Growth, Every: 30 * time.Second, Retry: 10 * time.Minute})
+			return encoders.RunEncoderSchedule(gctx, api.EncoderSchedule{MinDocuments: ce.MinDocuments, Growth: ce.Growth, Every: ce.Every, Retry: 10 * time.Minute})
 		})
 	}
 	for _, role := range a.cfg.Roles {

@@ -248,6 +248,8 @@ type ClientEncoder struct {
 	// doubling keeps what all the replays cost under twice one of the
 	// largest.
 	Growth float64 `yaml:"growth"`
+	// Every is how often the schedule looks at the clients (30s).
+	Every time.Duration `yaml:"every"`
 }
 
 // OllamaEmbedder is the Ollama server and model of embedder.backend ollama.
@@ -288,7 +290,7 @@ func Default() Config {
 		Graph:           Graph{Backend: "sqlite", Arango: Arango{Database: "jervis", User: "root", Timeout: 30 * time.Second}},
 		RAG:             RAG{Backend: "sqlite", SQLite: RAGSQLite{VectorLists: DefaultVectorLists}, Weaviate: Weaviate{Class: "JervisChunk", Timeout: 30 * time.Second}},
 		Embedder: Embedder{Backend: "glove", Ollama: OllamaEmbedder{Host: "http://127.0.0.1:11434", Model: "nomic-embed-text", Timeout: 60 * time.Second},
-			ClientEncoder: ClientEncoder{MinDocuments: 1000, Growth: 2}},
+			ClientEncoder: ClientEncoder{MinDocuments: 1000, Growth: 2, Every: 30 * time.Second}},
 		Indexers:  Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
 		Qualifier: Qualifier{Concurrency: 4, Batch: 16, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
 		Executor: Executor{IdleAfter: 30 * time.Second, Concurrency: 1, OllamaHost: "http://127.0.0.1:11434",

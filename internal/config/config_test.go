@@ -120,6 +120,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *config.Config) { c.RAG.SQLite.VectorLists = -1 }, "rag.sqlite.vector_lists"},
 		{func(c *config.Config) { c.Embedder.ClientEncoder.MinDocuments = -1 }, "embedder.client_encoder.min_documents"},
 		{func(c *config.Config) { c.Embedder.ClientEncoder.Growth = 1 }, "embedder.client_encoder.growth"},
+		{func(c *config.Config) { c.Embedder.ClientEncoder.Every = 0 }, "embedder.client_encoder.every"},
 		{func(c *config.Config) { c.RAG.Backend, c.RAG.Weaviate.URL = "weaviate", "weaviate:8080" }, "rag.weaviate.url"},
 		{func(c *config.Config) { c.ShutdownTimeout = 0 }, "shutdown_timeout"},
 		{func(c *config.Config) { c.MemoryLimit = "1 gigabyte" }, "memory_limit"},

@@ -92,6 +92,9 @@ func (s Embedder) validate(p *problems) {
 	if n := s.ClientEncoder.MinDocuments; n < 0 {
 		p.add("embedder.client_encoder.min_documents", "%d is negative (0: only when asked)", n)
 	}
+	if e := s.ClientEncoder.Every; e <= 0 {
+		p.add("embedder.client_encoder.every", "%s is not positive", e)
+	}
 	if g := s.ClientEncoder.Growth; g != 0 && !(g > 1 && g <= 1000) {
 		p.add("embedder.client_encoder.growth", "%g is not 0 (never again) or more than 1 (a retraining when the documents have grown so many times)", g)
 	}
