@@ -36,6 +36,12 @@ type lists struct {
 	posOf  []int32 // per row: its place in its list
 
 	trainedAt int // rows the centroids were trained on (0 before)
+	// rewritten counts the rows whose vectors were replaced since the
+	// centroids were trained: once they are half of trainedAt the lists
+	// are trained again (needsTraining), so that a client's vectors all
+	// made again — its documents replayed with another encoder — are not
+	// left in the lists of the vectors they replaced.
+	rewritten int
 	// aside is the training running beside writes and searches
 	// (trainAside), nil when none is; asideRows the rows from which
 	// trainings run aside (trainAsideRows unless set, by tests).
@@ -111,6 +117,9 @@ func (ls *lists) push(row []int8, s float32) {
 // its nearest centroid changed.
 func (ls *lists) set(i int, row []int8, s float32) {
 	ls.written(i)
+	if ls.cents != nil && (ls.scale(i) != s || !slices.Equal(ls.row(i), row)) {
+		ls.rewritten++ // a vector made again, not the same one written again
+	}
 	l := ls.nearest(row, s)
 	if l != ls.listOf[i] {
 		ls.drop(i)
@@ -242,7 +251,7 @@ func (ls *lists) needsTraining() bool {
 	if ls.cents == nil {
 		return n >= cmp.Or(ls.minRows, ivfMinRows)
 	}
-	return n >= 2*ls.trainedAt || ls.tooFew(n)
+	return n >= 2*ls.trainedAt || ls.tooFew(n) || 2*ls.rewritten >= ls.trainedAt
 }
 
 // tooFew reports whether n rows are too few for lists: under half the
@@ -274,14 +283,14 @@ const (
 func (ls *lists) train(sample [][]float32, parts int) {
 	n := len(ls.listOf)
 	if ls.tooFew(n) || len(sample) == 0 {
-		ls.partition, ls.trainedAt, ls.near = partition{stride: ls.stride}, 0, nil
+		ls.partition, ls.trainedAt, ls.near, ls.rewritten = partition{stride: ls.stride}, 0, nil, 0
 		ls.relayout(nil, 1)
 		return
 	}
 	p := newPartition(sample, min(listsFor(n), len(sample)), ls.stride, ls.common)
 	assigned := make([]int32, n)
 	ls.assignRows(&p, 0, n, parts, assigned)
-	ls.install(p, n, assigned)
+	ls.install(p, n, assigned, 0)
 }
 
 // newPartition trains k centroids on sample (the rows' vectors), by
@@ -344,9 +353,10 @@ func (a *assigner) of(row []int8, s float32) int32 {
 func (a *assigner) list(ls *lists, i int) int32 { return a.of(ls.row(i), ls.scale(i)) }
 
 // install makes p the partition, trained on n rows, every row moved to
-// its list in assigned.
-func (ls *lists) install(p partition, n int, assigned []int32) {
-	ls.partition, ls.trainedAt, ls.near = p, n, nil
+// its list in assigned; rewritten rows were replaced after its sample was
+// taken.
+func (ls *lists) install(p partition, n int, assigned []int32, rewritten int) {
+	ls.partition, ls.trainedAt, ls.near, ls.rewritten = p, n, nil, rewritten
 	ls.relayout(assigned, len(p.cscales))
 }
 
@@ -356,6 +366,8 @@ func (ls *lists) install(p partition, n int, assigned []int32) {
 type training struct {
 	n     int
 	dirty []int32
+	// rewritten is lists.rewritten when its sample was taken.
+	rewritten int
 }
 
 // trainAsideRows is how many rows an index holds before its trainings

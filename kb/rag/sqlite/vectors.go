@@ -563,7 +563,7 @@ func (v *vectors) retrain() {
 		ls.train(sample, defaultParts())
 		return
 	}
-	t := &training{n: n}
+	t := &training{n: n, rewritten: ls.rewritten}
 	ls.aside = t
 	v.trainings.Add(1)
 	go func() {
@@ -634,7 +634,7 @@ func (v *vectors) trainAside(t *training, sample [][]float32, batch int, between
 			assigned[i] = a.list(ls, int(i))
 		}
 	}
-	ls.install(p, t.n, assigned)
+	ls.install(p, t.n, assigned, max(0, ls.rewritten-t.rewritten))
 }
 
 type scored struct {
