@@ -183,8 +183,13 @@ func TestEncoderJobs(t *testing.T) {
 	enc, _ := done["encoder"].(map[string]any)
 	trained, _ := enc["trained"].(map[string]any)
 	p := done["progress"].(map[string]any)
-	if done["state"] != api.JobDone || enc["epoch"] != enc["epochs"] || trained["items"] != 151.0 || p["selected"] != 151.0 || p["wiped"] != true {
+	if done["state"] != api.JobDone || enc["epoch"] != enc["epochs"] || trained["items"] != 151.0 || p["selected"] != 151.0 || p["wiped"] != false {
 		t.Fatalf("trained and replayed: %v", done)
+	}
+	// Replayed without a wipe: what the client's knowledge base had is
+	// still there while the documents are indexed again.
+	if code, _ := call(t, "GET", f.url+"/api/v1/nodes/"+url.PathEscape(f.acme.node), f.acme.key, ""); code != http.StatusOK {
+		t.Fatalf("acme's node after its encoder's replay: %d", code)
 	}
 	for client, want := range map[string]string{"acme": trained["name"].(string), "globex": ""} {
 		if name, err := f.st.EncoderName(ctx, client); err != nil || name != want {
@@ -300,7 +305,7 @@ func TestEncoderSchedule(t *testing.T) {
 	job := jobsOf("umbrella")[0]
 	enc := job["encoder"].(map[string]any)
 	if trained := enc["trained"].(map[string]any); job["state"] != api.JobDone || enc["reason"] != api.EncoderFirst || trained["items"] != 150.0 || trained["replayPending"] != false ||
-		job["progress"].(map[string]any)["wiped"] != true {
+		job["progress"].(map[string]any)["wiped"] != false || job["progress"].(map[string]any)["documentsReset"] != 150.0 {
 		t.Fatalf("umbrella's first job: %v", job)
 	}
 	first, err := f.st.GetEncoder(ctx, "umbrella")
@@ -343,7 +348,7 @@ func TestEncoderSchedule(t *testing.T) {
 	waitFor("globex's replay", func() bool { js := jobsOf("globex"); return len(js) == 1 && js[0]["state"] != api.JobRunning })
 	job = jobsOf("globex")[0]
 	if enc := job["encoder"].(map[string]any); job["state"] != api.JobDone || enc["reason"] != api.EncoderReplayPending || enc["epochs"] != 0.0 ||
-		enc["trained"].(map[string]any)["name"] != model.Name || job["progress"].(map[string]any)["wiped"] != true {
+		enc["trained"].(map[string]any)["name"] != model.Name || job["progress"].(map[string]any)["selected"] != 1.0 {
 		t.Fatalf("globex's replay: %v", job)
 	}
 	if e, err := f.st.GetEncoder(ctx, "globex"); err != nil || e.ReplayPending {

@@ -18,10 +18,11 @@ import (
 // (optional).
 type EncoderRequest struct {
 	// Replay replays the client's documents after the training (a
-	// reprocess with wipe), so that every chunk has the encoder's vectors
-	// (default true). While it runs, the client's search sees what has
-	// been rebuilt so far; without it, vector search compares the
-	// encoder's query vectors with the chunks' old ones.
+	// reprocess without a wipe), so that every chunk has the encoder's
+	// vectors (default true). While it runs, the client's search finds
+	// every item, its vector side comparing the encoder's query vectors
+	// with the old vectors of the chunks not made again yet; without it,
+	// with all of them.
 	Replay *bool `json:"replay,omitempty"`
 }
 
@@ -74,15 +75,17 @@ func (s *Server) trainEncoder(r *http.Request, _ Principal) (any, error) {
 
 // startEncoderJob starts client's encoder job: the training (unless
 // pending, the stored encoder whose replay is to run again), then, with
-// replay, the replay with wipe, its encoder's mark cleared when it has
+// replay, the replay of the client's documents, its encoder's mark cleared when it has
 // finished (store.Encoders.EncoderReplayed). It returns false, starting
 // nothing, while the client's last one runs in this process.
 func (s *Server) startEncoderJob(client, reason string, replay bool, pending *store.Encoder) (Job, bool) {
 	if _, running := s.training.LoadOrStore(client, true); running {
 		return Job{}, false
 	}
-	// The replay's request, a wipe (its client alone when there is none).
-	job := &Job{Kind: "encoder", Encoder: &EncoderProgress{Reason: reason, Epochs: corpus.DefaultEpochs}, Request: reprocess.Request{Client: client, Wipe: replay}}
+	// The replay's request: every document of the client, without a wipe —
+	// its search keeps every item while the chunks' vectors are made again
+	// (the embedded store's lists are trained again as they are).
+	job := &Job{Kind: "encoder", Encoder: &EncoderProgress{Reason: reason, Epochs: corpus.DefaultEpochs}, Request: reprocess.Request{Client: client}}
 	if pending != nil {
 		job.Encoder.Epochs, job.Encoder.Encoder = 0, pending
 	}
@@ -156,7 +159,7 @@ type EncoderSchedule struct {
 // stopped first) gets a job that replays its documents again. A client
 // whose queues are empty — no document waiting for or held by an indexer,
 // no task waiting for or held by the qualifier, so that a bulk import has
-// been taken in whole — gets an encoder job (train, replay with wipe) when
+// been taken in whole — gets an encoder job (train, replay) when
 // it has sch.MinDocuments documents and no encoder, or sch.Growth times
 // the documents it had when its encoder was trained. A job already running
 // in this process is left to finish, and after a job the schedule started

@@ -113,7 +113,7 @@ type EncoderOptions struct {
 // more) —, stores it and embeds the client's texts with it from then on:
 // its queries at once, its chunks as they are written. The chunks written
 // before keep the vectors of the embedder they were written with until the
-// client's documents are replayed (a reprocess with wipe: the caller
+// client's documents are replayed (a reprocess, which rewrites every chunk: the caller
 // starts it); until then its vector search compares unlike vectors.
 // The vectors' dimension is the KB embedder's, so that a chunk store that
 // fixes it takes both. corpus.ErrTooFew: the client has too few documents.

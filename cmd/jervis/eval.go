@@ -212,7 +212,7 @@ func (a *app) eval(ctx context.Context, client, keep string, encoder bool, paths
 }
 
 // trainAndReplay trains the client's own encoder and replays its documents
-// (a reprocess with wipe) until drained, so that every chunk has the
+// (a reprocess, as the encoder job does) until drained, so that every chunk has the
 // encoder's vectors. A client with too few documents keeps the embedder's.
 func (a *app) trainAndReplay(ctx context.Context, all *embedded.All, client string, cost *eval.Cost) error {
 	start := time.Now()
@@ -227,7 +227,7 @@ func (a *app) trainAndReplay(ctx context.Context, all *embedded.All, client stri
 	cost.Encoder, cost.EncoderItems, cost.EncoderSeconds = enc.Name, enc.Items, time.Since(start).Seconds()
 	a.logf("eval: trained the client's encoder %s on %d documents in %.1f s; replaying the documents with it", enc.Name, enc.Items, cost.EncoderSeconds)
 	start = time.Now()
-	if _, err := reprocess.Run(ctx, all.Store, all.KB.KB, reprocess.Request{Client: client, Wipe: true}, nil); err != nil {
+	if _, err := reprocess.Run(ctx, all.Store, all.KB.KB, reprocess.Request{Client: client}, nil); err != nil {
 		return fmt.Errorf("replay with the encoder: %w", err)
 	}
 	if _, _, err := a.drain(ctx, all.Store, all.KB); err != nil {

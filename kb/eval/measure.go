@@ -51,7 +51,7 @@ type Cost struct {
 	// Encoder is the client's own encoder trained after the import (empty:
 	// none; the embedder's vectors throughout), EncoderItems what it was
 	// trained on, and what it took: the training, and replaying the
-	// documents (a reprocess with wipe) so that every chunk has its
+	// documents (a reprocess, as the encoder job does) so that every chunk has its
 	// vectors. Search is measured after both.
 	Encoder        string  `json:"encoder,omitempty"`
 	EncoderItems   int     `json:"encoderItems,omitempty"`
@@ -921,7 +921,7 @@ func (r *Report) Print(w io.Writer) error {
 		k.Documents, seconds(k.Seconds), k.DocumentsPerSec, seconds(k.StoreSeconds), seconds(k.IndexSeconds), seconds(k.QualifySeconds),
 		k.PeakRSSBytes>>20, k.BytesPerDocument/1024)
 	if k.Encoder != "" {
-		fmt.Fprintf(tw, "COST\tthe client's encoder %s trained on %d documents in %s; the documents replayed with it (wipe) in %s\n",
+		fmt.Fprintf(tw, "COST\tthe client's encoder %s trained on %d documents in %s; the documents replayed with it in %s\n",
 			k.Encoder, k.EncoderItems, seconds(k.EncoderSeconds), seconds(k.ReplaySeconds))
 	}
 	for _, n := range r.Notes {
