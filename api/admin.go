@@ -67,12 +67,17 @@ func (s *Server) clients(r *http.Request, _ Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	encs, err := s.cfg.Store.ListEncoders(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]string, len(encs))
+	for _, e := range encs {
+		names[e.Client] = e.Name
+	}
 	out := make([]ClientView, len(cs))
 	for i, c := range cs {
-		out[i].Client = c
-		if out[i].Encoder, err = s.cfg.Store.EncoderName(r.Context(), c.ID); err != nil {
-			return nil, err
-		}
+		out[i] = ClientView{Client: c, Encoder: names[c.ID]}
 	}
 	return items(out), nil
 }
