@@ -336,12 +336,23 @@ func TestEncoderSchedule(t *testing.T) {
 	}
 
 	// A replay that did not finish (its process stopped) runs again, with
-	// no training, whatever the client's queues hold.
+	// no training, whatever the client's queues hold; one of an encoder
+	// trained since the schedule started is left to the process that
+	// trained it (another on the same store may be running it).
+	recent, err := f.st.GetEncoder(ctx, "umbrella")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recent.Client, recent.ReplayPending = "hooli", true
+	if err := f.st.PutEncoder(ctx, recent); err != nil {
+		t.Fatal(err)
+	}
 	model, err := f.st.GetEncoder(ctx, "umbrella")
 	if err != nil {
 		t.Fatal(err)
 	}
-	model.Client, model.ReplayPending = "globex", true
+	// Trained before this schedule started, by a process since stopped.
+	model.Client, model.ReplayPending, model.TrainedAt = "globex", true, time.Now().Add(-time.Hour)
 	if err := f.st.PutEncoder(ctx, model); err != nil {
 		t.Fatal(err)
 	}
@@ -353,6 +364,9 @@ func TestEncoderSchedule(t *testing.T) {
 	}
 	if e, err := f.st.GetEncoder(ctx, "globex"); err != nil || e.ReplayPending {
 		t.Fatalf("globex's encoder after its replay: replay pending %t (%v)", e.ReplayPending, err)
+	}
+	if js := jobsOf("hooli"); len(js) != 0 {
+		t.Fatalf("the replay of an encoder trained since the schedule started was not left to its process: %v", js)
 	}
 }
 

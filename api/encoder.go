@@ -155,8 +155,9 @@ type EncoderSchedule struct {
 }
 
 // RunEncoderSchedule looks at every client each sch.Every until ctx ends.
-// A client whose encoder's replay is pending (the process that ran it
-// stopped first) gets a job that replays its documents again. A client
+// A client whose encoder's replay is pending — the process that ran it
+// stopped first: the encoder was trained before this schedule started,
+// or over replayGrace ago — gets a job that replays its documents again. A client
 // whose queues are empty — no document waiting for or held by an indexer,
 // no task waiting for or held by the qualifier, so that a bulk import has
 // been taken in whole — gets an encoder job (train, replay) when
@@ -166,10 +167,11 @@ type EncoderSchedule struct {
 // failed, the client's next waits sch.Retry from its start. Jobs started so are listed with the
 // others (GET /admin/v1/jobs) and logged.
 func (s *Server) RunEncoderSchedule(ctx context.Context, sch EncoderSchedule) error {
+	since := time.Now()
 	t := time.NewTicker(sch.Every)
 	defer t.Stop()
 	for {
-		if err := s.scheduleEncoders(ctx, sch); err != nil && ctx.Err() == nil {
+		if err := s.scheduleEncoders(ctx, sch, since); err != nil && ctx.Err() == nil {
 			s.log.Warn("encoder schedule: the clients could not be read; trying again", "err", err, "in", sch.Every)
 		}
 		select {
@@ -180,8 +182,15 @@ func (s *Server) RunEncoderSchedule(ctx context.Context, sch EncoderSchedule) er
 	}
 }
 
-// scheduleEncoders starts the jobs RunEncoderSchedule's one look asks for.
-func (s *Server) scheduleEncoders(ctx context.Context, sch EncoderSchedule) error {
+// replayGrace is how long after an encoder was trained, by a process the
+// schedule has seen start it (after the schedule's own start), its
+// pending replay is left to that process: another process sharing the
+// store may be running it.
+const replayGrace = 30 * time.Minute
+
+// scheduleEncoders starts the jobs RunEncoderSchedule's one look asks for;
+// the schedule started at since.
+func (s *Server) scheduleEncoders(ctx context.Context, sch EncoderSchedule, since time.Time) error {
 	start := func(client, reason string, pending *store.Encoder) (Job, bool) {
 		if last, ok := s.scheduled.Load(client); ok && time.Since(last.(time.Time)) < sch.Retry {
 			return Job{}, false
@@ -199,7 +208,7 @@ func (s *Server) scheduleEncoders(ctx context.Context, sch EncoderSchedule) erro
 	have := make(map[string]store.Encoder, len(encs))
 	for _, e := range encs {
 		have[e.Client] = e
-		if e.ReplayPending {
+		if e.ReplayPending && (e.TrainedAt.Before(since) || time.Since(e.TrainedAt) > replayGrace) {
 			if job, ok := start(e.Client, EncoderReplayPending, &e); ok {
 				s.log.Info("encoder schedule: replaying a client's documents with its encoder again", "job", job.ID, "client", e.Client, "encoder", e.Name)
 			}
