@@ -158,17 +158,7 @@ func TestEncoderJobs(t *testing.T) {
 		t.Fatalf("a client of one document: %v", done)
 	}
 	// 150 more: issues of 15 topics, each topic its own words.
-	var docs []store.Document
-	for i := range 150 {
-		tp := i / 10
-		title := fmt.Sprintf("t%dw%d t%dw%d failure", tp, i%7, tp, (i+3)%7)
-		var body []string
-		for j := range 20 {
-			body = append(body, fmt.Sprintf("b%dw%d", tp, (i+j)%13), fmt.Sprintf("shared%d", (i*7+j)%40))
-		}
-		docs = append(docs, store.Document{Client: "acme", SourceType: store.SourceJira, ExternalID: fmt.Sprintf("T-%d", i), Raw: []byte(title),
-			Normalized: store.Normalized{Title: title, Body: strings.Join(body, " ")}})
-	}
+	docs := topicDocs("acme", 0, 150)
 	if _, err := f.st.PutDocuments(ctx, docs); err != nil {
 		t.Fatal(err)
 	}

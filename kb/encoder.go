@@ -2,11 +2,10 @@ package kb
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"hash/fnv"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -88,9 +87,7 @@ func (k *KB) setEncoder(client string, ce *clientEncoder) {
 }
 
 // DocumentLister lists source documents (store.Documents does).
-type DocumentLister interface {
-	ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error)
-}
+type DocumentLister = store.DocumentLister
 
 // EncoderOptions tune TrainEncoder.
 type EncoderOptions struct {
@@ -163,72 +160,83 @@ func (k *KB) FitEncoder(ctx context.Context, client string, docs DocumentLister,
 
 // encoderPairs reads the latest version of each of client's items (the
 // highest, as a replay chooses it) as a title and the beginning of its
-// body: o.MaxPairs of them at most, those whose document IDs hash lowest —
-// a sample that does not depend on the listing's order. Two passes over
-// the listing: the first keeps each item's latest version and its ID, the
-// second reads the texts of the sample alone.
+// body, in one pass over the listing: o.MaxPairs items at most, those
+// whose source URNs hash lowest — a sample that depends neither on the
+// listing's order nor on an item's versions, so that only the sample's
+// texts are kept. An item whose latest version o.Except names is left out
+// after the sampling.
 func encoderPairs(ctx context.Context, client string, docs DocumentLister, o EncoderOptions) ([]corpus.Pair, error) {
-	type version struct {
-		n  int
-		id string
+	maxPairs := cmp.Or(o.MaxPairs, 50_000)
+	type latest struct {
+		version int
+		id      string
+		pair    corpus.Pair
 	}
-	latest := map[string]version{}
-	err := eachDocument(ctx, client, docs, func(d store.Document) {
-		item := string(d.SourceType) + "\x00" + d.ExternalID
-		if v, ok := latest[item]; !ok || d.Version > v.n {
-			latest[item] = version{d.Version, d.ID}
+	sample := map[string]*latest{} // by item
+	var keys itemHeap              // the sample's items, the highest key on top
+	err := store.EachDocument(ctx, docs, store.DocumentQuery{Client: client}, func(d store.Document) {
+		item := d.SourceURN()
+		if l, ok := sample[item]; ok {
+			if d.Version > l.version {
+				*l = latest{d.Version, d.ID, encoderPair(d)}
+			}
+			return
 		}
+		h := fnv.New64a()
+		h.Write([]byte(item))
+		k := itemKey{h.Sum64(), item}
+		if len(keys) == maxPairs {
+			if !k.less(keys[0]) {
+				return // and so are its other versions: the top only falls
+			}
+			delete(sample, heap.Pop(&keys).(itemKey).item)
+		}
+		heap.Push(&keys, k)
+		sample[item] = &latest{d.Version, d.ID, encoderPair(d)}
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the client's documents: %w", err)
 	}
-	type keyed struct {
-		key uint64
-		id  string
-	}
-	var sample []keyed
-	for _, v := range latest {
-		if !o.Except[v.id] {
-			h := fnv.New64a()
-			h.Write([]byte(v.id))
-			sample = append(sample, keyed{h.Sum64(), v.id})
+	pairs := make([]corpus.Pair, 0, len(sample))
+	for _, l := range sample {
+		if !o.Except[l.id] {
+			pairs = append(pairs, l.pair)
 		}
 	}
-	slices.SortFunc(sample, func(a, b keyed) int { return cmp.Or(cmp.Compare(a.key, b.key), strings.Compare(a.id, b.id)) })
-	chosen := make(map[string]bool, min(len(sample), cmp.Or(o.MaxPairs, 50_000)))
-	for _, k := range sample[:min(len(sample), cmp.Or(o.MaxPairs, 50_000))] {
-		chosen[k.id] = true
-	}
-	var pairs []corpus.Pair
-	err = eachDocument(ctx, client, docs, func(d store.Document) {
-		if chosen[d.ID] {
-			delete(chosen, d.ID) // once, whatever the listing does meanwhile
-			body := d.Normalized.Body
-			if len(body) > encoderBodyBytes {
-				body = body[:encoderBodyBytes]
-			}
-			pairs = append(pairs, corpus.Pair{Title: d.Normalized.Title, Body: body})
-		}
-	})
-	return pairs, err
+	return pairs, nil
 }
 
-// eachDocument calls fn with each of client's documents, a page of the
-// listing at a time.
-func eachDocument(ctx context.Context, client string, docs DocumentLister, fn func(store.Document)) error {
-	var after *store.Position
-	for {
-		page, err := docs.ListDocuments(ctx, store.DocumentQuery{Client: client, Limit: 1000, After: after})
-		if err != nil {
-			return fmt.Errorf("list the client's documents: %w", err)
-		}
-		for _, d := range page {
-			fn(d)
-		}
-		if len(page) < 1000 {
-			return nil
-		}
-		last := page[len(page)-1]
-		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
+// encoderPair is a document's title and the beginning of its body.
+func encoderPair(d store.Document) corpus.Pair {
+	body := d.Normalized.Body
+	if len(body) > encoderBodyBytes {
+		body = body[:encoderBodyBytes]
 	}
+	return corpus.Pair{Title: d.Normalized.Title, Body: body}
+}
+
+// itemKey is an item in the encoder's sample by the hash of its source URN
+// (ties by the URN).
+type itemKey struct {
+	key  uint64
+	item string
+}
+
+func (a itemKey) less(b itemKey) bool {
+	return a.key < b.key || a.key == b.key && a.item < b.item
+}
+
+// itemHeap is a max-heap of item keys: its top is the first to leave the
+// sample when a lower key comes.
+type itemHeap []itemKey
+
+func (h itemHeap) Len() int           { return len(h) }
+func (h itemHeap) Less(i, j int) bool { return h[j].less(h[i]) }
+func (h itemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *itemHeap) Push(x any)        { *h = append(*h, x.(itemKey)) }
+func (h *itemHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

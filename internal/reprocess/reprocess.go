@@ -82,23 +82,13 @@ func (r Request) Validate(known ...store.SourceType) error {
 // each external item, filtered.
 func Select(ctx context.Context, st Store, r Request) ([]store.Document, error) {
 	latest := map[string]store.Document{}
-	var after *store.Position
-	for {
-		page, err := st.ListDocuments(ctx, store.DocumentQuery{Client: r.Client, SourceType: store.SourceType(r.SourceType), Limit: 1000, After: after})
-		if err != nil {
-			return nil, err
+	err := store.EachDocument(ctx, st, store.DocumentQuery{Client: r.Client, SourceType: store.SourceType(r.SourceType)}, func(d store.Document) {
+		if cur, ok := latest[d.SourceURN()]; !ok || d.Version > cur.Version {
+			latest[d.SourceURN()] = d
 		}
-		for _, d := range page {
-			item := string(d.SourceType) + "\x00" + d.ExternalID
-			if cur, ok := latest[item]; !ok || d.Version > cur.Version {
-				latest[item] = d
-			}
-		}
-		if len(page) < 1000 {
-			break
-		}
-		last := page[len(page)-1]
-		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
+	})
+	if err != nil {
+		return nil, err
 	}
 	var out []store.Document
 	for _, d := range latest {

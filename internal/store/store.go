@@ -105,6 +105,32 @@ type DocumentQuery struct {
 	After *Position
 }
 
+// DocumentLister lists documents (Documents does).
+type DocumentLister interface {
+	ListDocuments(ctx context.Context, q DocumentQuery) ([]Document, error)
+}
+
+// EachDocument calls fn with every document q selects, most recently
+// updated first, one page of the listing (1,000) at a time; q's Limit and
+// After are its own.
+func EachDocument(ctx context.Context, l DocumentLister, q DocumentQuery, fn func(Document)) error {
+	q.Limit, q.After = 1000, nil
+	for {
+		page, err := l.ListDocuments(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, d := range page {
+			fn(d)
+		}
+		if len(page) < q.Limit {
+			return nil
+		}
+		last := page[len(page)-1]
+		q.After = &Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
+	}
+}
+
 // Position is a place in a listing ordered by (UpdatedAt descending, ID):
 // the last item of a page. Paging by position, not offset, neither skips
 // nor repeats items when others are added meanwhile ahead of it.

@@ -286,21 +286,7 @@ func DiskBytes(dir string) int64 {
 // eachDocument calls fn with every stored document version of the
 // client (of source type src, when not empty), a page at a time.
 func eachDocument(ctx context.Context, env Env, src store.SourceType, fn func(store.Document)) error {
-	var after *store.Position
-	for {
-		docs, err := env.Store.ListDocuments(ctx, store.DocumentQuery{Client: env.Client, SourceType: src, Limit: 1000, After: after})
-		if err != nil {
-			return err
-		}
-		for _, d := range docs {
-			fn(d)
-		}
-		if len(docs) < 1000 {
-			return nil
-		}
-		last := docs[len(docs)-1]
-		after = &store.Position{UpdatedAt: last.UpdatedAt, ID: last.ID}
-	}
+	return store.EachDocument(ctx, env.Store, store.DocumentQuery{Client: env.Client, SourceType: src}, fn)
 }
 
 // reasonClass groups failure reasons: the document's source and ID left
