@@ -38,6 +38,10 @@ type ExecutorState struct {
 type Stats struct {
 	store.Stats
 	Executor *ExecutorState `json:"executor,omitempty"`
+	// Encoders are the clients' own encoders (without their models): when
+	// each was trained, on how many items, and whether its replay is still
+	// pending.
+	Encoders []store.Encoder `json:"encoders,omitempty"`
 }
 
 func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
@@ -46,7 +50,11 @@ func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
 		return nil, err
 	}
 	st.Backends = Backends(r.Context(), 2*time.Second, s.cfg.Checks)
-	out := Stats{Stats: st}
+	encs, err := s.cfg.Store.ListEncoders(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := Stats{Stats: st, Encoders: encs}
 	if m := s.cfg.Executor; m != nil {
 		out.Executor = &ExecutorState{Idle: m.Idle(), IdleAfterS: m.IdleAfter().Seconds(), UsersActive: m.InFlight(),
 			Requests: m.Requests(), Preemptions: m.Preemptions()}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,14 @@ func TestEncoderScheduleSurvivesAKill(t *testing.T) {
 	if err != nil || enc.Name != trained["encoder"] || !enc.ReplayPending {
 		t.Fatalf("after the kill: %s, replay pending %t (%v); want %v, pending", enc.Name, enc.ReplayPending, err, trained["encoder"])
 	}
+	encoderRow := func(want string) {
+		t.Helper()
+		code, out, errOut := runCLI(t, nil, "status", "--data", data)
+		if code != 0 || !regexp.MustCompile(`(?m)^`+enc.Name+`\s+acme\s+\S+\s+1500\s+1500\s+`+want+`$`).MatchString(out) {
+			t.Fatalf("jervis status, the encoder's replay %s: %d\n%s%s", want, code, out, errOut)
+		}
+	}
+	encoderRow("pending")
 
 	stop, lines := serve()
 	defer stop()
@@ -86,6 +95,7 @@ func TestEncoderScheduleSurvivesAKill(t *testing.T) {
 		t.Fatalf("the encoder after the replay: %s trained %v, replay pending %t (%v)", after.Name, after.TrainedAt, after.ReplayPending, err)
 	}
 	stop()
+	encoderRow("done")
 	// Searchable: the replayed documents' chunks are back.
 	code, out, errOut := runCLI(t, nil, "search", "--data", data, "--client", "acme", "t3w1 crash")
 	if code != 0 || !strings.Contains(out, "T-3") {

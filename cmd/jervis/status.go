@@ -33,11 +33,11 @@ func (a *app) statusCommand() *cobra.Command {
 				if quarantined {
 					return errors.New("--quarantined reads the local store; over --server use GET /api/v1/documents?state=QUARANTINED (and ?degraded=true) with a client's key")
 				}
-				var stats store.Stats
+				var stats api.Stats
 				if err := srv.do(cmd.Context(), "GET", "/admin/v1/stats", nil, &stats); err != nil {
 					return err
 				}
-				return a.printStatus(stats, asJSON)
+				return a.printStatus(api.Stats{Stats: stats.Stats, Encoders: stats.Encoders}, asJSON)
 			}
 			st, err := a.openStore(cmd.Context(), true)
 			if err != nil {
@@ -53,7 +53,11 @@ func (a *app) statusCommand() *cobra.Command {
 				return err
 			}
 			stats.Backends = backends
-			return a.printStatus(stats, asJSON)
+			encs, err := st.ListEncoders(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return a.printStatus(api.Stats{Stats: stats, Encoders: encs}, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&quarantined, "quarantined", false, "list quarantined documents with their reasons, and documents kept with warnings, instead")
@@ -94,11 +98,11 @@ func (a *app) printQuarantined(ctx context.Context, st store.Store, asJSON bool)
 	return tw.Flush()
 }
 
-func (a *app) printStatus(stats store.Stats, asJSON bool) error {
+func (a *app) printStatus(stats api.Stats, asJSON bool) error {
 	if asJSON {
 		return a.printJSON(stats)
 	}
-	return printStats(a.stdout, stats)
+	return printStats(a.stdout, stats.Stats, stats.Encoders)
 }
 
 // networkChecks are the checks of the configured backends that are
@@ -127,7 +131,7 @@ func (a *app) networkChecks(ctx context.Context) []api.Check {
 }
 
 // printStats writes stats as aligned tables, states in pipeline order.
-func printStats(w io.Writer, s store.Stats) error {
+func printStats(w io.Writer, s store.Stats, encs []store.Encoder) error {
 	docStates := states(store.DocumentStates)
 	taskStates := states(store.TaskStates)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -156,6 +160,17 @@ func printStats(w io.Writer, s store.Stats) error {
 				status = "DOWN: " + b.Error
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", b.Backend, b.Role, status)
+		}
+	}
+	if len(encs) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "ENCODER\tCLIENT\tTRAINED\tITEMS\tDOCUMENTS THEN\tREPLAY")
+		for _, e := range encs {
+			replay := "done"
+			if e.ReplayPending {
+				replay = "pending"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", e.Name, e.Client, e.TrainedAt.UTC().Format(time.RFC3339), e.Items, e.Documents, replay)
 		}
 	}
 	if len(s.ModelUsage) > 0 {

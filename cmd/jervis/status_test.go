@@ -17,12 +17,12 @@ func TestStatusPrintsModelUsageWhenThereIsAny(t *testing.T) {
 	s := store.NewStats()
 	s.AddTasks("acme", store.KindData, store.TaskDone, 4)
 	var none strings.Builder
-	if err := printStats(&none, s); err != nil || strings.Contains(none.String(), "MODEL USAGE") {
+	if err := printStats(&none, s, nil); err != nil || strings.Contains(none.String(), "MODEL USAGE") {
 		t.Fatalf("no model calls, yet:\n%s %v", none.String(), err)
 	}
 	s.ModelUsage["DATA_PROCESSING"] = store.UsageTotals{Tasks: 4, ModelCalls: 5, PromptTokens: 1600, OutputTokens: 120}
 	var out strings.Builder
-	if err := printStats(&out, s); err != nil {
+	if err := printStats(&out, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	var row []string
@@ -41,7 +41,7 @@ func TestStatusPrintsWaitingAndFailures(t *testing.T) {
 	s.OldestWaiting["tasks.READY_FOR_GPU"] = time.Now().Add(-90 * time.Second)
 	s.Failures["documents.bad_mime"] = 3
 	var out strings.Builder
-	if err := printStats(&out, s); err != nil {
+	if err := printStats(&out, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"tasks.READY_FOR_GPU  1m30s", "documents.bad_mime   3 failed"} {
