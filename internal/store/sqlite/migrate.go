@@ -218,4 +218,17 @@ CREATE TABLE encoders (
 ALTER TABLE encoders ADD COLUMN replay_pending INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE encoders ADD COLUMN documents INTEGER NOT NULL DEFAULT 0;
 `,
+	// 13: events indexed by their origin, the row number of the task or
+	// document they are about, instead of by its random ID (sqlInsertEvent);
+	// those of other aggregates keep the index by ID.
+	`
+ALTER TABLE events ADD COLUMN origin INTEGER;
+UPDATE events SET origin = CASE aggregate
+	WHEN 'task' THEN (SELECT rowid FROM tasks WHERE id = events.aggregate_id)
+	WHEN 'document' THEN (SELECT rowid FROM documents WHERE id = events.aggregate_id) END
+WHERE aggregate IN ('task', 'document');
+DROP INDEX events_aggregate;
+CREATE INDEX events_origin ON events (aggregate, origin, seq);
+CREATE INDEX events_aggregate ON events (aggregate_id, seq) WHERE origin IS NULL;
+`,
 }

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,5 +60,88 @@ func TestContentMovesOutOfTheStateRows(t *testing.T) {
 	}
 	if _, err := s.db.Query(ctx, `SELECT raw FROM documents`); err == nil || !strings.Contains(err.Error(), "no such column") {
 		t.Fatalf("the documents' rows still hold their content: %v", err)
+	}
+}
+
+// A store written before migration 13 gets its events' origins, and each
+// aggregate's events — those stored before and after the migration, of
+// tasks, documents and other aggregates — are listed as before, and only
+// its own.
+func TestEventsGetTheirOrigins(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []store.Document
+	for i := range 3 {
+		docs = append(docs, store.Document{Client: "acme", SourceType: store.SourceEmail, ExternalID: fmt.Sprintf("m%d", i),
+			Raw: []byte(fmt.Sprint("raw ", i)), Normalized: store.Normalized{Title: "t", Body: "b"}})
+	}
+	put, err := s.PutDocuments(ctx, docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []store.Task
+	for _, p := range put {
+		tasks = append(tasks, store.Task{ID: store.TaskID(p.Stored.ID, store.KindData, ""), Kind: store.KindData, Client: "acme",
+			SourceDoc: p.Stored.ID, CorrelationID: p.Stored.ID, State: store.TaskNew, MaxAttempts: 3})
+	}
+	if _, err := s.EnqueueTasks(ctx, tasks...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendEvent(ctx, store.Event{Client: "acme", Aggregate: "poll", AggregateID: "mail", Type: "poll.finished"}); err != nil {
+		t.Fatal(err)
+	}
+	// Back to the schema of migration 12.
+	err = s.db.Write(ctx, "schema 12", func(tx sqlitedb.Tx) error {
+		_, err := tx.ExecContext(ctx, `DROP INDEX events_origin; DROP INDEX events_aggregate; ALTER TABLE events DROP COLUMN origin;
+			CREATE INDEX events_aggregate ON events (aggregate_id, seq); PRAGMA user_version = 12;`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	if s, err = Open(ctx, Options{Path: path}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var unset int
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM events WHERE origin IS NULL AND aggregate IN ('task', 'document')`).Scan(&unset); err != nil || unset != 0 {
+		t.Fatalf("events of tasks and documents without an origin: %d (%v)", unset, err)
+	}
+	if err := s.SaveTaskMemory(ctx, store.TaskMemory{TaskID: tasks[1].ID, Client: "acme", ContextSummary: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendEvent(ctx, store.Event{Client: "acme", Aggregate: "poll", AggregateID: "mail", Type: "poll.finished"}); err != nil {
+		t.Fatal(err)
+	}
+	types := func(id string) string {
+		t.Helper()
+		evs, err := s.ListEvents(ctx, store.EventQuery{Client: "acme", AggregateID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range evs {
+			if e.AggregateID != id {
+				t.Fatalf("%s's events: one of %s", id, e.AggregateID)
+			}
+			out = append(out, e.Type)
+		}
+		return strings.Join(out, " ")
+	}
+	for id, want := range map[string]string{
+		put[1].Stored.ID: store.EventDocumentStored,
+		tasks[0].ID:      store.EventTaskCreated,
+		tasks[1].ID:      store.EventTaskCreated + " " + store.EventTaskMemorySaved,
+		"mail":           "poll.finished poll.finished",
+	} {
+		if got := types(id); got != want {
+			t.Errorf("events of %s: %q, want %q", id, got, want)
+		}
 	}
 }

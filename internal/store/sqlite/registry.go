@@ -106,22 +106,8 @@ func (s *Store) LatestEventSeq(ctx context.Context) (int64, error) {
 
 // ListEvents implements store.Events.
 func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
-	var where []string
-	args := []any{q.AfterSeq}
-	where = append(where, "seq > ?")
-	for col, v := range map[string]string{"client": q.Client, "aggregate": q.Aggregate, "aggregate_id": q.AggregateID} {
-		if v != "" {
-			where = append(where, col+" = ?")
-			args = append(args, v)
-		}
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
-	args = append(args, limit)
-	rows, err := s.db.Query(ctx, `SELECT seq, at, client, aggregate, aggregate_id, type, data FROM events WHERE `+
-		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, args...)
+	query, args := listEventsSQL(q)
+	rows, err := s.db.Query(ctx, query, args...)
 	if err != nil {
 		return nil, s.db.Explain("list events", err)
 	}
@@ -141,6 +127,34 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// listEventsSQL is the query of ListEvents. An aggregate's events are read
+// by their origin (the row number of the task or document named, see
+// sqlInsertEvent), or by ID for those without one.
+func listEventsSQL(q store.EventQuery) (string, []any) {
+	var args []any
+	from := "events"
+	if q.AggregateID != "" {
+		from = `(SELECT * FROM events INDEXED BY events_origin WHERE aggregate = 'task' AND origin = (SELECT rowid FROM tasks WHERE id = ?)
+			UNION ALL SELECT * FROM events INDEXED BY events_origin WHERE aggregate = 'document' AND origin = (SELECT rowid FROM documents WHERE id = ?)
+			UNION ALL SELECT * FROM events INDEXED BY events_aggregate WHERE origin IS NULL AND aggregate_id = ?)`
+		args = append(args, q.AggregateID, q.AggregateID, q.AggregateID)
+	}
+	where := []string{"seq > ?"}
+	args = append(args, q.AfterSeq)
+	for _, f := range []struct{ col, v string }{{"client", q.Client}, {"aggregate", q.Aggregate}, {"aggregate_id", q.AggregateID}} {
+		if f.v != "" {
+			where = append(where, f.col+" = ?")
+			args = append(args, f.v)
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	return `SELECT seq, at, client, aggregate, aggregate_id, type, data FROM ` + from + ` WHERE ` +
+		strings.Join(where, " AND ") + ` ORDER BY seq LIMIT ?`, append(args, limit)
 }
 
 // ResolveAlias implements store.Aliases.

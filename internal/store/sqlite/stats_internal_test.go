@@ -71,3 +71,26 @@ func openTemp(t *testing.T) *Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// An aggregate's events are read by their origin's index (a task's or a
+// document's row number), or, for other aggregates, by the partial index
+// by ID: no query scans the events.
+func TestAggregateEventsListedByTheirIndexes(t *testing.T) {
+	s := openTemp(t)
+	query, args := listEventsSQL(store.EventQuery{Client: "acme", AggregateID: "t1", Limit: 10})
+	plan := queryPlan(t, s, query, args...)
+	var origin, byID int
+	for _, step := range plan {
+		switch {
+		case strings.Contains(step, "events USING INDEX events_origin (aggregate=? AND origin=?"):
+			origin++
+		case strings.Contains(step, "events USING INDEX events_aggregate (aggregate_id=?"):
+			byID++
+		case strings.HasPrefix(step, "SCAN"):
+			t.Errorf("a scan: %q", plan)
+		}
+	}
+	if origin != 2 || byID != 1 {
+		t.Errorf("plan %q: want two searches of events_origin and one of events_aggregate", plan)
+	}
+}
