@@ -119,12 +119,12 @@ func (a *app) indexAll(ctx context.Context, st store.Store) error {
 	if err != nil {
 		return err
 	}
-	first, err := st.Stats(ctx)
+	first, err := st.Backlog(ctx)
 	if err != nil {
 		return err
 	}
 	bar := a.progress(int(first.Documents["NEW"]), "indexing")
-	return runWhile(ctx, st, 100*time.Millisecond, func(s store.Stats) bool {
+	return runWhile(ctx, st, 100*time.Millisecond, func(s store.Backlog) bool {
 		waiting := s.Documents["NEW"] + s.Documents["INDEXING"]
 		bar.Set(max(0, int(first.Documents["NEW"]-waiting)))
 		if waiting == 0 {
@@ -147,11 +147,11 @@ func (a *app) indexers(st store.Store, uncertainLinks string, observe func(strin
 		PollInterval: a.cfg.Indexers.PollInterval, ShutdownTimeout: a.cfg.ShutdownTimeout, Logger: a.log, Observe: observe, Links: links})
 }
 
-// runWhile runs the loops until done accepts the store's counts (read
+// runWhile runs the loops until done accepts the store's backlog (read
 // every poll), then stops them and waits for them.
 func runWhile(ctx context.Context, st interface {
-	Stats(context.Context) (store.Stats, error)
-}, poll time.Duration, done func(store.Stats) bool, loops ...interface{ Run(context.Context) error }) error {
+	Backlog(context.Context) (store.Backlog, error)
+}, poll time.Duration, done func(store.Backlog) bool, loops ...interface{ Run(context.Context) error }) error {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, l := range loops {
@@ -159,7 +159,7 @@ func runWhile(ctx context.Context, st interface {
 	}
 	defer func() { stop(); wg.Wait() }()
 	for {
-		s, err := st.Stats(ctx)
+		s, err := st.Backlog(ctx)
 		if err != nil {
 			return err
 		}

@@ -333,6 +333,36 @@ type BackendStatus struct {
 // Counts are queue depths keyed by state names.
 type Counts map[string]int64
 
+// Backlog is what the indexers and the qualifier have still to do, by
+// state (Store.Backlog).
+type Backlog struct {
+	Documents Counts `json:"documents"`
+	Tasks     Counts `json:"tasks"`
+}
+
+// BacklogDocumentStates and BacklogTaskStates are the states Backlog
+// counts: waiting for the indexers or the qualifier, or being worked on by
+// them.
+var (
+	BacklogDocumentStates = []DocumentState{DocNew, DocIndexing}
+	BacklogTaskStates     = []TaskState{TaskNew, TaskRetry, TaskQualifying}
+)
+
+// Empty says that nothing waits for the indexers or the qualifier.
+func (b Backlog) Empty() bool {
+	for _, n := range b.Documents {
+		if n > 0 {
+			return false
+		}
+	}
+	for _, n := range b.Tasks {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Stats is what `jervis status` and the admin stats route report.
 type Stats struct {
 	Documents         Counts            `json:"documents"`

@@ -395,6 +395,12 @@ type Store interface {
 	Clients
 	// Stats counts documents and tasks per state, source, kind and client.
 	Stats(ctx context.Context) (Stats, error)
+	// Backlog counts the documents and tasks the indexers and the
+	// qualifier have not finished (BacklogDocumentStates,
+	// BacklogTaskStates), by state. It reads only those, by their state's
+	// index, where Stats reads an index entry of every document and task:
+	// a loop that waits for a pipeline to drain asks it often.
+	Backlog(ctx context.Context) (Backlog, error)
 	// Ping checks the backend is reachable.
 	Ping(ctx context.Context) error
 	Close() error

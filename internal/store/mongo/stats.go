@@ -179,3 +179,30 @@ func (s *Store) aggregate(ctx context.Context, coll *mgo.Collection, p mgo.Pipel
 	}
 	return nil
 }
+
+// Backlog implements store.Store: a count of each of the backlog's states,
+// by the collections' indexes by state.
+func (s *Store) Backlog(ctx context.Context) (store.Backlog, error) {
+	b := store.Backlog{Documents: store.Counts{}, Tasks: store.Counts{}}
+	count := func(coll *mgo.Collection, state string, into store.Counts) error {
+		n, err := coll.CountDocuments(ctx, bson.M{"state": state})
+		if err != nil {
+			return fmt.Errorf("backlog %s: %w", coll.Name(), err)
+		}
+		if n > 0 {
+			into[state] = n
+		}
+		return nil
+	}
+	for _, st := range store.BacklogDocumentStates {
+		if err := count(s.docs, string(st), b.Documents); err != nil {
+			return b, err
+		}
+	}
+	for _, st := range store.BacklogTaskStates {
+		if err := count(s.tasks, string(st), b.Tasks); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"strings"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/internal/store"
@@ -91,4 +92,41 @@ func (s *Store) each(ctx context.Context, query string, scan func(*sql.Rows) err
 		}
 	}
 	return rows.Err()
+}
+
+// sqlBacklog counts the backlog's states through the documents' claim index
+// and the tasks' index by state: the entries of those states alone.
+var sqlBacklog = `SELECT 'documents', state, count(*) FROM documents WHERE state IN ` + inList(store.BacklogDocumentStates) + ` GROUP BY state
+	UNION ALL SELECT 'tasks', state, count(*) FROM tasks WHERE state IN ` + inList(store.BacklogTaskStates) + ` GROUP BY state`
+
+// inList is states as an SQL list of string literals (store constants,
+// never input).
+func inList[S ~string](states []S) string {
+	var b strings.Builder
+	for i, st := range states {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("'" + string(st) + "'")
+	}
+	return "(" + b.String() + ")"
+}
+
+// Backlog implements store.Store.
+func (s *Store) Backlog(ctx context.Context) (store.Backlog, error) {
+	b := store.Backlog{Documents: store.Counts{}, Tasks: store.Counts{}}
+	err := s.each(ctx, sqlBacklog, func(rows *sql.Rows) error {
+		var of, state string
+		var n int64
+		if err := rows.Scan(&of, &state, &n); err != nil {
+			return err
+		}
+		if of == "documents" {
+			b.Documents[state] = n
+		} else {
+			b.Tasks[state] = n
+		}
+		return nil
+	})
+	return b, s.db.Explain("backlog", err)
 }

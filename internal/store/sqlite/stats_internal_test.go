@@ -94,3 +94,22 @@ func TestAggregateEventsListedByTheirIndexes(t *testing.T) {
 		t.Errorf("plan %q: want two searches of events_origin and one of events_aggregate", plan)
 	}
 }
+
+// The backlog is counted from the indexes by state (covering), not by
+// reading every document's and task's entry.
+func TestBacklogReadsItsStatesOnly(t *testing.T) {
+	s := openTemp(t)
+	plan := queryPlan(t, s, sqlBacklog)
+	var searches int
+	for _, step := range plan {
+		if strings.HasPrefix(step, "SCAN") {
+			t.Errorf("a scan: %q", plan)
+		}
+		if strings.HasPrefix(step, "SEARCH") && strings.Contains(step, "COVERING INDEX") && strings.Contains(step, "(state=?") {
+			searches++
+		}
+	}
+	if searches != 2 {
+		t.Errorf("plan %q: want a covering search by state of documents and of tasks", plan)
+	}
+}

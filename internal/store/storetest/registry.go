@@ -209,6 +209,7 @@ func testStats(t *testing.T, s store.Store) {
 	if oldest := st.OldestWaiting["documents.NEW"]; oldest.IsZero() || time.Since(oldest) > time.Minute || len(st.OldestWaiting) != 1 {
 		t.Fatalf("oldest waiting: %v", st.OldestWaiting)
 	}
+	backlogAsStats(t, s, st, false)
 	// A quarantined document and a failed task count by their error class.
 	d := must(s.ClaimDocuments(ctx(t), claimAt(time.Now(), "ix", 1)))(t)[0]
 	bad := &store.ErrorInfo{Class: "bad_mime", Message: "no boundary"}
@@ -222,6 +223,34 @@ func testStats(t *testing.T, s store.Store) {
 	st = must(s.Stats(ctx(t)))(t)
 	if st.Failures["documents.bad_mime"] != 1 || st.Failures["tasks.bad_content"] != 1 || len(st.Failures) != 2 {
 		t.Fatalf("failures: %v", st.Failures)
+	}
+	backlogAsStats(t, s, st, false)
+	// Every document indexed and no task waiting: nothing left.
+	for _, d := range must(s.ClaimDocuments(ctx(t), claimAt(time.Now(), "ix", 10)))(t) {
+		if err := s.TransitionDocuments(ctx(t), []store.DocumentTransition{{ID: d.ID, From: store.DocIndexing, To: store.DocIndexed, Owner: "ix"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backlogAsStats(t, s, must(s.Stats(ctx(t)))(t), true)
+}
+
+// backlogAsStats checks that Backlog counts what Stats counts in the
+// backlog's states, and whether it is empty.
+func backlogAsStats(t *testing.T, s store.Store, st store.Stats, empty bool) {
+	t.Helper()
+	b := must(s.Backlog(ctx(t)))(t)
+	for _, state := range store.BacklogDocumentStates {
+		if b.Documents[string(state)] != st.Documents[string(state)] {
+			t.Fatalf("backlog documents %v, stats %v", b.Documents, st.Documents)
+		}
+	}
+	for _, state := range store.BacklogTaskStates {
+		if b.Tasks[string(state)] != st.Tasks[string(state)] {
+			t.Fatalf("backlog tasks %v, stats %v", b.Tasks, st.Tasks)
+		}
+	}
+	if len(b.Documents) > len(store.BacklogDocumentStates) || len(b.Tasks) > len(store.BacklogTaskStates) || b.Empty() != empty {
+		t.Fatalf("backlog %+v, empty %t; want empty %t", b, b.Empty(), empty)
 	}
 }
 
