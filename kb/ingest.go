@@ -731,6 +731,23 @@ func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) err
 	if err := index.Upsert(ctx, chunks...); err != nil {
 		return fmt.Errorf("store chunks: %w", err)
 	}
+	// In key order (each key is once in the batch): the B-trees keyed by
+	// them are then written from one end to the other, a page once, where
+	// at random a page the writer's cache let go during the transaction
+	// was read and written again.
+	slices.SortFunc(nodes, func(a, b graph.Node) int { return strings.Compare(a.Key, b.Key) })
+	type keyedEdge struct {
+		key  string
+		edge graph.Edge
+	}
+	keyed := make([]keyedEdge, len(edges))
+	for i, e := range edges {
+		keyed[i] = keyedEdge{e.Key(), e}
+	}
+	slices.SortFunc(keyed, func(a, b keyedEdge) int { return strings.Compare(a.key, b.key) })
+	for i := range keyed {
+		edges[i] = keyed[i].edge
+	}
 	g := k.graph.For(client)
 	if err := g.UpsertNodes(ctx, nodes...); err != nil {
 		return fmt.Errorf("store nodes: %w", err)
