@@ -33,7 +33,8 @@ type encoders struct {
 
 type clientEncoder struct {
 	name    string        // "": none, the KB's embedder
-	model   *corpus.Model // nil: none
+	model   *corpus.Model // nil: none (or unreadable: broken)
+	broken  error         // why the stored encoder could not be read
 	checked time.Time
 }
 
@@ -55,19 +56,36 @@ func (k *KB) embedderFor(ctx context.Context, client string) (embed.Embedder, er
 	}
 	next := &clientEncoder{name: name, checked: time.Now()}
 	if ce != nil && ce.name == name {
-		next.model = ce.model
+		next.model, next.broken = ce.model, ce.broken
 	} else if name != "" {
 		e, err := k.encoderStore.GetEncoder(ctx, client)
 		if err != nil {
 			return nil, fmt.Errorf("the client's encoder: %w", err)
 		}
-		if next.model, err = corpus.Load(e.Model); err != nil {
-			return nil, fmt.Errorf("the client's encoder %s: %w", e.Name, err)
-		}
 		next.name = e.Name // retrained between the two reads: this one, asked again in a second
+		if next.model, err = corpus.Load(e.Model); err != nil {
+			// A model this binary cannot read (damaged, or written by a
+			// newer jervis) must not stop the client's ingests and
+			// searches: they go on with the KB's embedder, as before the
+			// client had one, until it is trained again.
+			next.model, next.broken = nil, err
+			k.log.Error("the client's encoder cannot be read: its texts are embedded with the default embedder until it is trained again (POST /admin/v1/clients/{client}/encoder)",
+				"client", client, "encoder", e.Name, "err", err)
+		}
 	}
 	k.setEncoder(client, next)
 	return next.embedder(k.embedder), nil
+}
+
+// EncoderUnreadable returns why client's stored encoder could not be read
+// when this KB last loaded it (nil: it could, or the client has none).
+func (k *KB) EncoderUnreadable(client string) error {
+	k.enc.mu.Lock()
+	defer k.enc.mu.Unlock()
+	if ce := k.enc.byClient[client]; ce != nil {
+		return ce.broken
+	}
+	return nil
 }
 
 func (ce *clientEncoder) embedder(fallback embed.Embedder) embed.Embedder {

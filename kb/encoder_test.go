@@ -161,3 +161,63 @@ func TestClientsOwnEncoder(t *testing.T) {
 		t.Errorf("the latest version of one item left out: trained on %d (%v), want %d", c.Items, err, len(titles)-1)
 	}
 }
+
+// A stored encoder this binary cannot read (damaged, or written by a newer
+// jervis) stops neither the client's ingests nor its searches: its texts
+// are embedded by the KB's embedder, as another client's, and the KB says
+// why, until the encoder is trained again.
+func TestUnreadableEncoderFallsBack(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, t.TempDir())
+	ctx := t.Context()
+	if err := e.store.PutEncoder(ctx, store.Encoder{Client: "acme", Name: "corpus-0123456789ab", Model: []byte("JVEC\x09 written by a later version"), Items: 150, TrainedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	titles, bodies := topicItems(rng, 15, 10)
+	vector := map[string][]float32{}
+	for _, client := range []string{"acme", "globex"} {
+		res, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: client, MainNode: "jira:t-1", Title: titles[0], Content: bodies[0], SourceType: "JIRA", Kind: kb.KindBody})
+		if err != nil {
+			t.Fatalf("%s's ingest: %v", client, err)
+		}
+		got, err := e.chunks.For(client).Get(ctx, res.Chunks[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		vector[client] = got[0].Vector
+	}
+	if !slices.Equal(vector["acme"], vector["globex"]) {
+		t.Fatal("acme's chunk is not embedded as globex's: the unreadable encoder was used")
+	}
+	if err := e.kb.EncoderUnreadable("acme"); !errors.Is(err, corpus.ErrFormat) {
+		t.Fatalf("why acme's encoder is not used: %v, want corpus.ErrFormat", err)
+	}
+	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: titles[0], Limit: 5})
+	if err != nil || len(pack.Items) == 0 {
+		t.Fatalf("acme's search: %d items, %v", len(pack.Items), err)
+	}
+	// Trained again, the encoder is read and used.
+	var docs []store.Document
+	for i := range titles {
+		docs = append(docs, store.Document{Client: "acme", SourceType: store.SourceJira, ExternalID: fmt.Sprintf("T-%d", i), Raw: []byte(titles[i]),
+			Normalized: store.Normalized{Title: titles[i], Body: bodies[i]}, ObservedAt: time.Now()})
+	}
+	if _, err := e.store.PutDocuments(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kb.TrainEncoder(ctx, "acme", e.store, kb.EncoderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.kb.Ingest(ctx, kb.IngestRequest{Client: "acme", MainNode: "jira:t-2", Title: titles[0], Content: bodies[0], SourceType: "JIRA", Kind: kb.KindBody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.chunks.For("acme").Get(ctx, res.Chunks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(got[0].Vector, vector["globex"]) || e.kb.EncoderUnreadable("acme") != nil {
+		t.Fatalf("after training again: the default embedder's vector (%t), unreadable: %v", slices.Equal(got[0].Vector, vector["globex"]), e.kb.EncoderUnreadable("acme"))
+	}
+}

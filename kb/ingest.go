@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -51,6 +52,8 @@ type Config struct {
 	Words embed.WordWeigher
 	// MaxContentBytes refuses bigger documents (default 16 MiB).
 	MaxContentBytes int
+	// Logger says what the KB works around (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // KB is the knowledge base: ingest and search over one graph and one chunk
@@ -67,6 +70,7 @@ type KB struct {
 	// knows of them (encoder.go).
 	encoderStore store.Encoders
 	enc          encoders
+	log          *slog.Logger
 }
 
 // New returns a KB. A chunk store that builds an approximate vector index
@@ -75,7 +79,7 @@ type KB struct {
 func New(cfg Config) *KB {
 	k := &KB{
 		graph: cfg.Graph, chunks: cfg.Chunks, embedder: cfg.Embedder, resolver: NewResolver(cfg.Aliases),
-		maxBytes: cmp.Or(cfg.MaxContentBytes, 16<<20), encoderStore: cfg.Encoders,
+		maxBytes: cmp.Or(cfg.MaxContentBytes, 16<<20), encoderStore: cfg.Encoders, log: cmp.Or(cfg.Logger, slog.Default()),
 	}
 	words := cfg.Words
 	if w, ok := cfg.Embedder.(embed.WordWeigher); ok && words == nil {

@@ -244,7 +244,7 @@ func (a *app) trainAndReplay(ctx context.Context, all *embedded.All, client stri
 // tenant is emptied first —; the rest is always embedded. It returns what
 // the chunk store is, in words.
 func (a *app) openMeasured(ctx context.Context, dir, client string) (*embedded.All, string, error) {
-	b := embedded.Backends{VectorLists: a.cfg.RAG.SQLite.VectorLists}
+	b := embedded.Backends{VectorLists: a.cfg.RAG.SQLite.VectorLists, Logger: a.log}
 	chunkStore := "sqlite (embedded)"
 	if b.VectorLists > 0 {
 		chunkStore = fmt.Sprintf("sqlite (embedded, vector lists from %d chunks)", b.VectorLists)

@@ -43,7 +43,7 @@ func (a *app) openKB(ctx context.Context, st embedded.Registry) (*embedded.KB, e
 // Ollama for the embeddings (not contacted here). The others stay nil: the
 // embedded defaults (the chunk store's vector lists as rag.sqlite says).
 func (a *app) serverBackends(ctx context.Context) (embedded.Backends, error) {
-	b := embedded.Backends{VectorLists: a.cfg.RAG.SQLite.VectorLists}
+	b := embedded.Backends{VectorLists: a.cfg.RAG.SQLite.VectorLists, Logger: a.log}
 	if a.cfg.Graph.Backend == "arango" {
 		c := a.cfg.Graph.Arango
 		password, _ := config.LookupEnv("JERVIS_GRAPH_ARANGO_PASSWORD", a.environ)

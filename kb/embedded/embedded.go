@@ -55,6 +55,8 @@ type Backends struct {
 	// the chunks from which a client's vectors are kept in lists
 	// (approximate search); 0: never. Ignored when Chunks is given.
 	VectorLists int
+	// Logger is the KB's (kb.Config.Logger).
+	Logger *slog.Logger
 }
 
 // OpenKBWith is OpenKB with some backends given.
@@ -84,7 +86,7 @@ func OpenKBWith(ctx context.Context, dir string, reg Registry, b Backends) (*KB,
 			return nil, err
 		}
 	}
-	cfg := kb.Config{Graph: g, Chunks: c, Embedder: e}
+	cfg := kb.Config{Graph: g, Chunks: c, Embedder: e, Logger: b.Logger}
 	if reg != nil {
 		cfg.Aliases, cfg.Encoders = reg, reg
 	}
