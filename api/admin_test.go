@@ -269,7 +269,9 @@ func TestEncoderSchedule(t *testing.T) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) { // within the admin key's rate
 			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s", what)
+				_, all := call(t, "GET", f.url+"/admin/v1/jobs", f.admin, "")
+				encs, err := f.st.ListEncoders(ctx)
+				t.Fatalf("waiting for %s; the jobs: %v; the encoders: %+v (%v)", what, all["items"], encs, err)
 			}
 		}
 	}
