@@ -37,7 +37,7 @@ func (a *app) statusCommand() *cobra.Command {
 				if err := srv.do(cmd.Context(), "GET", "/admin/v1/stats", nil, &stats); err != nil {
 					return err
 				}
-				return a.printStatus(api.Stats{Stats: stats.Stats, Encoders: stats.Encoders}, asJSON)
+				return a.printStatus(stats, asJSON)
 			}
 			st, err := a.openStore(cmd.Context(), true)
 			if err != nil {
