@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,9 +40,9 @@ type Stats struct {
 	store.Stats
 	Executor *ExecutorState `json:"executor,omitempty"`
 	// Encoders are the clients' own encoders (without their models): when
-	// each was trained, on how many items, and whether its replay is still
-	// pending.
-	Encoders []store.Encoder `json:"encoders,omitempty"`
+	// each was trained, on how many items, whether its replay is still
+	// pending, and why its model cannot be read when it cannot.
+	Encoders []EncoderStatus `json:"encoders,omitempty"`
 }
 
 func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
@@ -54,7 +55,15 @@ func (s *Server) stats(r *http.Request, _ Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := Stats{Stats: st, Encoders: encs}
+	var unreadable func(context.Context, string) (error, error)
+	if s.cfg.KB != nil {
+		unreadable = s.cfg.KB.EncoderUnreadable
+	}
+	statuses, err := EncoderStatuses(r.Context(), encs, unreadable)
+	if err != nil {
+		return nil, err
+	}
+	out := Stats{Stats: st, Encoders: statuses}
 	if m := s.cfg.Executor; m != nil {
 		out.Executor = &ExecutorState{Idle: m.Idle(), IdleAfterS: m.IdleAfter().Seconds(), UsersActive: m.InFlight(),
 			Requests: m.Requests(), Preemptions: m.Preemptions()}

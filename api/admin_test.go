@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -359,6 +360,73 @@ func TestEncoderSchedule(t *testing.T) {
 	}
 	if js := jobsOf("hooli"); len(js) != 0 {
 		t.Fatalf("the replay of an encoder trained since the schedule started was not left to its process: %v", js)
+	}
+}
+
+// An encoder whose stored model cannot be read is listed so by
+// GET /admin/v1/stats, and the schedule trains a damaged one again; one a
+// newer jervis wrote is left as it is, for the newer processes.
+func TestEncoderScheduleTrainsADamagedEncoderAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for _, c := range []string{"umbrella", "hooli"} {
+		if _, err := f.st.PutClient(ctx, store.Client{ID: c, Name: c}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.st.PutDocuments(ctx, topicDocs(c, 0, 150)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	indexAll(t, f.st)
+	old := time.Now().Add(-time.Hour)
+	for client, model := range map[string]string{"umbrella": "JVCE\x01 cut short", "hooli": "JVCE\x07 of a later format"} {
+		if err := f.st.PutEncoder(ctx, store.Encoder{Client: client, Name: "corpus-0123456789ab", Model: []byte(model), Items: 150, TrainedAt: old}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unreadable := func() map[string]string {
+		t.Helper()
+		code, stats := call(t, "GET", f.url+"/admin/v1/stats", f.admin, "")
+		if code != http.StatusOK {
+			t.Fatalf("stats: %d %v", code, stats)
+		}
+		out := map[string]string{}
+		for _, e := range stats["encoders"].([]any) {
+			e := e.(map[string]any)
+			out[e["client"].(string)], _ = e["unreadable"].(string)
+		}
+		return out
+	}
+	if u := unreadable(); u["umbrella"] == "" || strings.Contains(u["umbrella"], "newer") || !strings.Contains(u["hooli"], "newer jervis") {
+		t.Fatalf("the stats' encoders: %v, want both unreadable, hooli's by a newer jervis", u)
+	}
+
+	go f.server.RunEncoderSchedule(ctx, api.EncoderSchedule{Every: 20 * time.Millisecond, Retry: time.Hour})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if e, err := f.st.GetEncoder(ctx, "umbrella"); err == nil && e.Name != "corpus-0123456789ab" && !e.ReplayPending {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, all := call(t, "GET", f.url+"/admin/v1/jobs", f.admin, "")
+			t.Fatalf("umbrella's damaged encoder not trained again; the jobs: %v", all["items"])
+		}
+	}
+	_, list := call(t, "GET", f.url+"/admin/v1/jobs", f.admin, "")
+	var reasons []string
+	for _, j := range list["items"].([]any) {
+		j := j.(map[string]any)
+		reasons = append(reasons, j["request"].(map[string]any)["client"].(string)+": "+j["encoder"].(map[string]any)["reason"].(string))
+	}
+	if !slices.Equal(reasons, []string{"umbrella: " + api.EncoderUnreadable}) {
+		t.Fatalf("the schedule's jobs: %v, want umbrella's only, reason %q", reasons, api.EncoderUnreadable)
+	}
+	if u := unreadable(); u["umbrella"] != "" || u["hooli"] == "" {
+		t.Fatalf("after the training: %v, want umbrella's read, hooli's as it was", u)
+	}
+	if e, err := f.st.GetEncoder(ctx, "hooli"); err != nil || string(e.Model) != "JVCE\x07 of a later format" {
+		t.Fatalf("hooli's encoder, written by a newer jervis, replaced: %q (%v)", e.Model, err)
 	}
 }
 

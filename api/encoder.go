@@ -49,7 +49,38 @@ const (
 	EncoderFirst         = "first"
 	EncoderGrown         = "grown"
 	EncoderReplayPending = "replay pending"
+	EncoderUnreadable    = "unreadable"
 )
+
+// EncoderStatus is a client's encoder (without its model) as GET
+// /admin/v1/stats and jervis status list it.
+type EncoderStatus struct {
+	store.Encoder
+	// Unreadable says why the stored model cannot be read (damaged, or
+	// written by a newer jervis): the client's texts are embedded with the
+	// default embedder meanwhile. Empty: it can be read.
+	Unreadable string `json:"unreadable,omitempty"`
+}
+
+// EncoderStatuses returns encs with why each one's model cannot be read,
+// as unreadable says (nil: every one readable as far as is known).
+func EncoderStatuses(ctx context.Context, encs []store.Encoder, unreadable func(ctx context.Context, client string) (why, err error)) ([]EncoderStatus, error) {
+	out := make([]EncoderStatus, len(encs))
+	for i, e := range encs {
+		out[i].Encoder = e
+		if unreadable == nil {
+			continue
+		}
+		why, err := unreadable(ctx, e.Client)
+		if err != nil {
+			return nil, err
+		}
+		if why != nil {
+			out[i].Unreadable = why.Error()
+		}
+	}
+	return out, nil
+}
 
 // trainEncoder starts an encoder job for an existing client: its own
 // encoder trained on its documents (kb.KB.TrainEncoder), then, unless the
@@ -155,6 +186,8 @@ type EncoderSchedule struct {
 }
 
 // RunEncoderSchedule looks at every client each sch.Every until ctx ends.
+// A client whose stored encoder cannot be read (damaged; not one a newer
+// jervis wrote) gets a job that trains it again and replays its documents.
 // A client whose encoder's replay is pending — the process that ran it
 // stopped first: the encoder was trained before this schedule started,
 // or over replayGrace ago — gets a job that replays its documents again. A client
@@ -188,6 +221,20 @@ func (s *Server) RunEncoderSchedule(ctx context.Context, sch EncoderSchedule) er
 // store may be running it.
 const replayGrace = 30 * time.Minute
 
+// damagedEncoder says why client's stored encoder cannot be read, when
+// training it again is the mend: not when a newer jervis wrote it
+// (corpus.ErrNewer), which the deployment's newer processes read.
+func (s *Server) damagedEncoder(ctx context.Context, client string) (error, error) {
+	if s.cfg.KB == nil {
+		return nil, nil
+	}
+	why, err := s.cfg.KB.EncoderUnreadable(ctx, client)
+	if err != nil || errors.Is(why, corpus.ErrNewer) {
+		return nil, err
+	}
+	return why, nil
+}
+
 // scheduleEncoders starts the jobs RunEncoderSchedule's one look asks for;
 // the schedule started at since.
 func (s *Server) scheduleEncoders(ctx context.Context, sch EncoderSchedule, since time.Time) error {
@@ -208,6 +255,16 @@ func (s *Server) scheduleEncoders(ctx context.Context, sch EncoderSchedule, sinc
 	have := make(map[string]store.Encoder, len(encs))
 	for _, e := range encs {
 		have[e.Client] = e
+		if damaged, err := s.damagedEncoder(ctx, e.Client); err != nil {
+			return err
+		} else if damaged != nil {
+			// Whatever its replay: the model is gone, so the client's
+			// texts take the default vectors until it is trained again.
+			if job, ok := start(e.Client, EncoderUnreadable, nil); ok {
+				s.log.Warn("encoder schedule: a client's encoder cannot be read; training it again", "job", job.ID, "client", e.Client, "encoder", e.Name, "err", damaged)
+			}
+			continue
+		}
 		if e.ReplayPending && (e.TrainedAt.Before(since) || time.Since(e.TrainedAt) > replayGrace) {
 			if job, ok := start(e.Client, EncoderReplayPending, &e); ok {
 				s.log.Info("encoder schedule: replaying a client's documents with its encoder again", "job", job.ID, "client", e.Client, "encoder", e.Name)

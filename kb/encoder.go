@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sync"
@@ -69,23 +70,34 @@ func (k *KB) embedderFor(ctx context.Context, client string) (embed.Embedder, er
 			// searches: they go on with the KB's embedder, as before the
 			// client had one, until it is trained again.
 			next.model, next.broken = nil, err
-			k.log.Error("the client's encoder cannot be read: its texts are embedded with the default embedder until it is trained again (POST /admin/v1/clients/{client}/encoder)",
-				"client", client, "encoder", e.Name, "err", err)
+			if errors.Is(err, corpus.ErrNewer) {
+				k.log.Error("the client's encoder was written by a newer jervis: this process embeds its texts with the default embedder; run the newer jervis here too",
+					"client", client, "encoder", e.Name, "err", err)
+			} else {
+				k.log.Error("the client's encoder cannot be read: its texts are embedded with the default embedder until it is trained again (the encoder schedule does; POST /admin/v1/clients/{client}/encoder)",
+					"client", client, "encoder", e.Name, "err", err)
+			}
 		}
 	}
 	k.setEncoder(client, next)
 	return next.embedder(k.embedder), nil
 }
 
-// EncoderUnreadable returns why client's stored encoder could not be read
-// when this KB last loaded it (nil: it could, or the client has none).
-func (k *KB) EncoderUnreadable(client string) error {
+// EncoderUnreadable says why client's stored encoder cannot be read by
+// this KB (nil: it can, or the client has none), reading it from the store
+// when it changed since this KB last did. err: the store could not be read.
+// A model of a later format (corpus.ErrNewer) is not damaged: a newer
+// process of the deployment reads it.
+func (k *KB) EncoderUnreadable(ctx context.Context, client string) (unreadable, err error) {
+	if _, err := k.embedderFor(ctx, client); err != nil {
+		return nil, err
+	}
 	k.enc.mu.Lock()
 	defer k.enc.mu.Unlock()
 	if ce := k.enc.byClient[client]; ce != nil {
-		return ce.broken
+		return ce.broken, nil
 	}
-	return nil
+	return nil, nil
 }
 
 func (ce *clientEncoder) embedder(fallback embed.Embedder) embed.Embedder {

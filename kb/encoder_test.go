@@ -190,8 +190,11 @@ func TestUnreadableEncoderFallsBack(t *testing.T) {
 	if !slices.Equal(vector["acme"], vector["globex"]) {
 		t.Fatal("acme's chunk is not embedded as globex's: the unreadable encoder was used")
 	}
-	if err := e.kb.EncoderUnreadable("acme"); !errors.Is(err, corpus.ErrFormat) {
-		t.Fatalf("why acme's encoder is not used: %v, want corpus.ErrFormat", err)
+	if why, err := e.kb.EncoderUnreadable(ctx, "acme"); err != nil || !errors.Is(why, corpus.ErrFormat) || errors.Is(why, corpus.ErrNewer) {
+		t.Fatalf("why acme's encoder is not used: %v (%v), want corpus.ErrFormat, not ErrNewer", why, err)
+	}
+	if why, err := e.kb.EncoderUnreadable(ctx, "globex"); why != nil || err != nil {
+		t.Fatalf("globex has no encoder, yet: %v, %v", why, err)
 	}
 	pack, err := e.kb.Search(ctx, kb.SearchRequest{Client: "acme", Query: titles[0], Limit: 5})
 	if err != nil || len(pack.Items) == 0 {
@@ -217,7 +220,8 @@ func TestUnreadableEncoderFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slices.Equal(got[0].Vector, vector["globex"]) || e.kb.EncoderUnreadable("acme") != nil {
-		t.Fatalf("after training again: the default embedder's vector (%t), unreadable: %v", slices.Equal(got[0].Vector, vector["globex"]), e.kb.EncoderUnreadable("acme"))
+	why, err := e.kb.EncoderUnreadable(ctx, "acme")
+	if slices.Equal(got[0].Vector, vector["globex"]) || why != nil || err != nil {
+		t.Fatalf("after training again: the default embedder's vector (%t), unreadable: %v, %v", slices.Equal(got[0].Vector, vector["globex"]), why, err)
 	}
 }

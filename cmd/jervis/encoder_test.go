@@ -66,7 +66,7 @@ func TestEncoderScheduleSurvivesAKill(t *testing.T) {
 	encoderRow := func(want string) {
 		t.Helper()
 		code, out, errOut := runCLI(t, nil, "status", "--data", data)
-		if code != 0 || !regexp.MustCompile(`(?m)^`+enc.Name+`\s+acme\s+\S+\s+1500\s+1500\s+`+want+`$`).MatchString(out) {
+		if code != 0 || !regexp.MustCompile(`(?m)^`+enc.Name+`\s+acme\s+\S+\s+1500\s+1500\s+`+want+`\s+ok$`).MatchString(out) {
 			t.Fatalf("jervis status, the encoder's replay %s: %d\n%s%s", want, code, out, errOut)
 		}
 	}
@@ -100,5 +100,28 @@ func TestEncoderScheduleSurvivesAKill(t *testing.T) {
 	code, out, errOut := runCLI(t, nil, "search", "--data", data, "--client", "acme", "t3w1 crash")
 	if code != 0 || !strings.Contains(out, "T-3") {
 		t.Fatalf("search after the replay: %d\n%s%s", code, out, errOut)
+	}
+}
+
+// jervis status says when a client's stored encoder cannot be read, and
+// why, without a server.
+func TestStatusSaysAnEncoderIsUnreadable(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	s, err := sqlite.Open(t.Context(), sqlite.Options{Path: filepath.Join(data, sqlite.FileName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutEncoder(t.Context(), store.Encoder{Client: "acme", Name: "corpus-0123456789ab", Model: []byte("JVCE\x09 of a later format"), Items: 150, TrainedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	code, out, errOut := runCLI(t, nil, "status", "--data", data)
+	if code != 0 || !regexp.MustCompile(`(?m)^corpus-0123456789ab\s+acme\s.*\sdone\s+UNREADABLE \(the default embedder is used\): .*newer jervis`).MatchString(out) {
+		t.Fatalf("jervis status with an unreadable encoder: %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, nil, "status", "--data", data, "--json")
+	if code != 0 || !strings.Contains(out, `"unreadable": "not an encoder model: format 9, written by a newer jervis`) {
+		t.Fatalf("jervis status --json with an unreadable encoder: %d\n%s%s", code, out, errOut)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jervis-dev/jervis/api"
 	"github.com/jervis-dev/jervis/internal/store"
+	"github.com/jervis-dev/jervis/kb/embed/corpus"
 )
 
 func (a *app) statusCommand() *cobra.Command {
@@ -57,7 +58,18 @@ func (a *app) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printStatus(api.Stats{Stats: stats, Encoders: encs}, asJSON)
+			statuses, err := api.EncoderStatuses(cmd.Context(), encs, func(ctx context.Context, client string) (error, error) {
+				e, err := st.GetEncoder(ctx, client)
+				if err != nil {
+					return nil, err
+				}
+				_, why := corpus.Load(e.Model)
+				return why, nil
+			})
+			if err != nil {
+				return err
+			}
+			return a.printStatus(api.Stats{Stats: stats, Encoders: statuses}, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&quarantined, "quarantined", false, "list quarantined documents with their reasons, and documents kept with warnings, instead")
@@ -131,7 +143,7 @@ func (a *app) networkChecks(ctx context.Context) []api.Check {
 }
 
 // printStats writes stats as aligned tables, states in pipeline order.
-func printStats(w io.Writer, s store.Stats, encs []store.Encoder) error {
+func printStats(w io.Writer, s store.Stats, encs []api.EncoderStatus) error {
 	docStates := states(store.DocumentStates)
 	taskStates := states(store.TaskStates)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -164,13 +176,16 @@ func printStats(w io.Writer, s store.Stats, encs []store.Encoder) error {
 	}
 	if len(encs) > 0 {
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "ENCODER\tCLIENT\tTRAINED\tITEMS\tDOCUMENTS THEN\tREPLAY")
+		fmt.Fprintln(tw, "ENCODER\tCLIENT\tTRAINED\tITEMS\tDOCUMENTS THEN\tREPLAY\tMODEL")
 		for _, e := range encs {
-			replay := "done"
+			replay, model := "done", "ok"
 			if e.ReplayPending {
 				replay = "pending"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", e.Name, e.Client, e.TrainedAt.UTC().Format(time.RFC3339), e.Items, e.Documents, replay)
+			if e.Unreadable != "" {
+				model = "UNREADABLE (the default embedder is used): " + e.Unreadable
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Name, e.Client, e.TrainedAt.UTC().Format(time.RFC3339), e.Items, e.Documents, replay, model)
 		}
 	}
 	if len(s.ModelUsage) > 0 {

@@ -334,8 +334,9 @@ func (m *Model) hash() string {
 // magic begins an encoded model; the byte after it is the format's version.
 const magic = "JVCE"
 
-// MarshalBinary implements encoding.BinaryMarshaler: the magic, version 1,
-// the dimension and the vocabulary's size (uint32, little-endian), each
+// MarshalBinary implements encoding.BinaryMarshaler: the magic, the
+// format's version (formatVersion), the dimension and the vocabulary's
+// size (uint32, little-endian), each
 // word (uvarint length, bytes) in index order, the IDFs (float32,
 // little-endian), then each word's vector: its scale (float32) and its
 // components (int8; value = component × scale). About 5 MB for 50,000
@@ -347,7 +348,7 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 	}
 	b := make([]byte, 0, 13+len(m.idf)*(16+m.dim))
 	b = append(b, magic...)
-	b = append(b, 1)
+	b = append(b, formatVersion)
 	b = binary.LittleEndian.AppendUint32(b, uint32(m.dim))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(words)))
 	for _, w := range words {
@@ -371,13 +372,25 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 // ErrFormat means bytes are not a model MarshalBinary wrote.
 var ErrFormat = errors.New("not an encoder model")
 
+// ErrNewer means bytes are a model of a later format than this binary
+// reads (a newer jervis wrote it); Load's error wraps it with ErrFormat.
+// Such a model is not damaged: training it again here would replace it
+// with this binary's older format for every process of the deployment.
+var ErrNewer = errors.New("written by a newer jervis")
+
+// formatVersion is the model format MarshalBinary writes and Load reads.
+const formatVersion = 1
+
 // Load reads a model MarshalBinary wrote.
 func Load(b []byte) (*Model, error) {
 	if len(b) < 13 || string(b[:4]) != magic {
 		return nil, fmt.Errorf("%w: no header", ErrFormat)
 	}
-	if b[4] != 1 {
-		return nil, fmt.Errorf("%w: version %d", ErrFormat, b[4])
+	if b[4] > formatVersion {
+		return nil, fmt.Errorf("%w: format %d, %w (this one reads %d)", ErrFormat, b[4], ErrNewer, formatVersion)
+	}
+	if b[4] != formatVersion {
+		return nil, fmt.Errorf("%w: format %d", ErrFormat, b[4])
 	}
 	dim, n := int(binary.LittleEndian.Uint32(b[5:])), int(binary.LittleEndian.Uint32(b[9:]))
 	b = b[13:]

@@ -195,9 +195,16 @@ func TestModelRoundTripsAndIsDeterministic(t *testing.T) {
 			t.Errorf("a text of unknown words: %v, want the zero vector", v)
 		}
 	}
-	for _, bad := range [][]byte{nil, []byte("JVCE"), append([]byte("JVCE\x02"), raw[5:]...), raw[:len(raw)-3], append(slices.Clone(raw), 0)} {
-		if _, err := Load(bad); !errors.Is(err, ErrFormat) {
-			t.Errorf("Load of %d bytes: %v, want ErrFormat", len(bad), err)
+	for _, bad := range []struct {
+		b     []byte
+		newer bool // a later format; the rest are damaged
+	}{
+		{nil, false}, {[]byte("JVCE"), false}, {append([]byte("JVCE\x02"), raw[5:]...), true}, {append([]byte("JVCE\x00"), raw[5:]...), false},
+		{raw[:len(raw)-3], false}, {append(slices.Clone(raw), 0), false},
+	} {
+		_, err := Load(bad.b)
+		if !errors.Is(err, ErrFormat) || errors.Is(err, ErrNewer) != bad.newer {
+			t.Errorf("Load of %d bytes: %v, want ErrFormat (written by a newer jervis: %t)", len(bad.b), err, bad.newer)
 		}
 	}
 }
