@@ -199,15 +199,20 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 }
 
 // walCheckpointPages is how many WAL pages the writer's commits let pass
-// before one checkpoints them (about 40 MiB of 4 KiB pages). In a profile of
+// before one checkpoints them (about 117 MiB of 4 KiB pages). In a profile of
 // `jervis bench` on the dev Jira corpus, commits were 30 % of the pipeline's
 // CPU, the automatic checkpoint (every 1,000 pages) 3.7 of its 8.1 s; with
 // 10,000, the same bench (three runs each, alternating) went 240, 244, 275 →
 // 280, 307, 311 documents/s and the mailing list 268, 282 → 330, 316, peak
-// RSS and search times the same (BENCHMARKS.md). A kill -9 loses nothing
-// either way: a committed page is in the WAL, which the next open replays.
+// RSS and search times the same (BENCHMARKS.md). With 30,000 instead of
+// 10,000, 100,000 synthetic documents went 414, 423 → 456, 451 documents/s
+// (written per 1,000 documents 591 → 528 MiB) and 10,000 of them 573, 562
+// → 630, 627; the Jira corpus the same (median 529 → 530); the WAL files
+// grow to 117 MiB before a checkpoint and back to walSizeLimit after one
+// (BENCHMARKS.md, thirty-fourth round). A kill -9 loses nothing either way:
+// a committed page is in the WAL, which the next open replays.
 const (
-	walCheckpointPages = 10000
+	walCheckpointPages = 30000
 	walSizeLimit       = 64 << 20
 )
 
