@@ -38,9 +38,6 @@ type Options struct {
 	Readers int
 	// Migrations bring the schema to version i+1; never edit a shipped one.
 	Migrations []string
-	// WriterCacheKiB is the writer connection's page cache (SQLite's
-	// cache_size; 0: SQLite's default, 2 MiB). See WriterCacheKiB.
-	WriterCacheKiB int
 	// Hot statements are prepared once on the writer connection at Open.
 	// Any other statement a write transaction runs is prepared after that
 	// transaction commits, and kept (up to maxWriteStmts).
@@ -130,7 +127,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: create data directory for %s: %w", path, err)
 	}
 	db := &DB{Path: path, stmts: map[string]*sql.Stmt{}}
-	if db.W, err = sql.Open("sqlite", writerDSN(path, busy, opts.WriterCacheKiB)); err != nil {
+	if db.W, err = sql.Open("sqlite", dsn(path, busy, false)); err != nil {
 		return nil, db.Explain("open", err)
 	}
 	db.W.SetMaxOpenConns(1)
@@ -155,26 +152,6 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	db.R.SetMaxIdleConns(readers)
 	opened.Store(db, struct{}{})
 	return db, nil
-}
-
-// WriterCacheKiB is the writer's page cache that the pipeline store and the
-// graph ask for (Options.WriterCacheKiB). Their writes land on random keys
-// (task, TaskMemory and edge keys, node keys, identity facts by person),
-// and once a store outgrows SQLite's 2 MiB cache most of those pages are
-// read again from the file at each transaction: at 100,000 synthetic
-// documents, the writers' page reads were 27 of the pipeline's 344 CPU-s.
-// With 16 MiB for each of the two, the same bench ran 414 documents/s
-// against 344, at a peak RSS of 916 MiB against 881 (BENCHMARKS.md,
-// thirty-fourth round). The readers keep SQLite's default (a larger one
-// was measured and not kept).
-const WriterCacheKiB = 16 << 10
-
-func writerDSN(path string, busy time.Duration, cacheKiB int) string {
-	d := dsn(path, busy, false)
-	if cacheKiB > 0 {
-		d += "&" + url.Values{"_pragma": {fmt.Sprintf("cache_size(%d)", -cacheKiB)}}.Encode()
-	}
-	return d
 }
 
 func dsn(path string, busy time.Duration, readOnly bool) string {
@@ -205,11 +182,11 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 // 10,000, the same bench (three runs each, alternating) went 240, 244, 275 →
 // 280, 307, 311 documents/s and the mailing list 268, 282 → 330, 316, peak
 // RSS and search times the same (BENCHMARKS.md). With 30,000 instead of
-// 10,000, 100,000 synthetic documents went 414, 423 → 456, 451 documents/s
-// (written per 1,000 documents 591 → 528 MiB) and 10,000 of them 573, 562
-// → 630, 627; the Jira corpus the same (median 529 → 530); the WAL files
-// grow to 117 MiB before a checkpoint and back to walSizeLimit after one
-// (BENCHMARKS.md, thirty-fourth round). A kill -9 loses nothing either way:
+// 10,000, `jervis bench` writes fewer bytes — per 1,000 documents 351 →
+// 318–329 MiB on the Jira corpus, 611 → 527 MiB at 100,000 synthetic
+// documents — at the same documents/s (Jira medians 529 and 530); the WAL
+// files grow to 117 MiB before a checkpoint and back to walSizeLimit after
+// one (BENCHMARKS.md, thirty-fourth round). A kill -9 loses nothing either way:
 // a committed page is in the WAL, which the next open replays.
 const (
 	walCheckpointPages = 30000

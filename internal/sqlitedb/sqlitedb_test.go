@@ -194,36 +194,6 @@ func TestWALCheckpointsLessOften(t *testing.T) {
 	}
 }
 
-// The writer's page cache is the size asked for; the readers keep SQLite's.
-func TestWriterCacheAsAsked(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	cacheSize := func(db *DB) (w, r int64) {
-		t.Helper()
-		if err := db.Write(ctx, "test", func(tx Tx) error { return tx.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&w) }); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.QueryRow(ctx, `PRAGMA cache_size`).Scan(&r); err != nil {
-			t.Fatal(err)
-		}
-		return w, r
-	}
-	for _, kib := range []int{0, WriterCacheKiB} {
-		db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "t.db"), WriterCacheKiB: kib})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := int64(-kib)
-		if kib == 0 {
-			want = -2000 // SQLite's default: 2,000 KiB
-		}
-		if w, r := cacheSize(db); w != want || r != -2000 {
-			t.Errorf("asked %d KiB: the writer's cache_size %d, a reader's %d; want %d, -2000", kib, w, r, want)
-		}
-		db.Close()
-	}
-}
-
 // A write's statements run to their end once started, but a context that
 // has ended refuses the next one, and the transaction with it: nothing it
 // wrote commits.

@@ -49,7 +49,7 @@ var hot = []string{
 // Open opens (creating when missing) the database at opts.Path and brings its
 // schema up to date. Errors name the file and say what to do.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: opts.Path, BusyTimeout: opts.BusyTimeout, Migrations: migrations, Hot: hot, WriterCacheKiB: sqlitedb.WriterCacheKiB})
+	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: opts.Path, BusyTimeout: opts.BusyTimeout, Migrations: migrations, Hot: hot})
 	if err != nil {
 		return nil, err
 	}

@@ -147,7 +147,7 @@ var _ graph.Store = (*Store)(nil)
 
 // Open opens (creating when missing) the graph database at path.
 func Open(ctx context.Context, path string) (*Store, error) {
-	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: migrations, WriterCacheKiB: sqlitedb.WriterCacheKiB})
+	db, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: migrations})
 	if err != nil {
 		return nil, err
 	}
