@@ -176,20 +176,18 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 }
 
 // walCheckpointPages is how many WAL pages the writer's commits let pass
-// before one checkpoints them (about 117 MiB of 4 KiB pages). In a profile of
+// before one checkpoints them (about 40 MiB of 4 KiB pages). In a profile of
 // `jervis bench` on the dev Jira corpus, commits were 30 % of the pipeline's
 // CPU, the automatic checkpoint (every 1,000 pages) 3.7 of its 8.1 s; with
 // 10,000, the same bench (three runs each, alternating) went 240, 244, 275 →
 // 280, 307, 311 documents/s and the mailing list 268, 282 → 330, 316, peak
-// RSS and search times the same (BENCHMARKS.md). With 30,000 instead of
-// 10,000, `jervis bench` writes fewer bytes — per 1,000 documents 351 →
-// 318–329 MiB on the Jira corpus, 611 → 527 MiB at 100,000 synthetic
-// documents — at the same documents/s (Jira medians 529 and 530); the WAL
-// files grow to 117 MiB before a checkpoint and back to walSizeLimit after
-// one (BENCHMARKS.md, thirty-fourth round). A kill -9 loses nothing either way:
-// a committed page is in the WAL, which the next open replays.
+// RSS and search times the same (BENCHMARKS.md). 30,000 was measured and
+// not kept (thirty-fourth round): 8–11 % fewer bytes written, no more
+// documents/s beside this, a live document's p99 wait longer (a checkpoint
+// three times the size holds the writer longer). A kill -9 loses nothing
+// either way: a committed page is in the WAL, which the next open replays.
 const (
-	walCheckpointPages = 30000
+	walCheckpointPages = 10000
 	walSizeLimit       = 64 << 20
 )
 
