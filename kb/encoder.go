@@ -70,13 +70,11 @@ func (k *KB) embedderFor(ctx context.Context, client string) (embed.Embedder, er
 			// searches: they go on with the KB's embedder, as before the
 			// client had one, until it is trained again.
 			next.model, next.broken = nil, err
+			msg := "the client's encoder cannot be read: its texts are embedded with the default embedder until it is trained again (the encoder schedule does; POST /admin/v1/clients/{client}/encoder)"
 			if errors.Is(err, corpus.ErrNewer) {
-				k.log.Error("the client's encoder was written by a newer jervis: this process embeds its texts with the default embedder; run the newer jervis here too",
-					"client", client, "encoder", e.Name, "err", err)
-			} else {
-				k.log.Error("the client's encoder cannot be read: its texts are embedded with the default embedder until it is trained again (the encoder schedule does; POST /admin/v1/clients/{client}/encoder)",
-					"client", client, "encoder", e.Name, "err", err)
+				msg = "the client's encoder was written by a newer jervis: this process embeds its texts with the default embedder; run the newer jervis here too"
 			}
+			k.log.Error(msg, "client", client, "encoder", e.Name, "err", err)
 		}
 	}
 	k.setEncoder(client, next)

@@ -336,11 +336,10 @@ const magic = "JVCE"
 
 // MarshalBinary implements encoding.BinaryMarshaler: the magic, the
 // format's version (formatVersion), the dimension and the vocabulary's
-// size (uint32, little-endian), each
-// word (uvarint length, bytes) in index order, the IDFs (float32,
-// little-endian), then each word's vector: its scale (float32) and its
-// components (int8; value = component × scale). About 5 MB for 50,000
-// words of 100 dimensions.
+// size (uint32, little-endian), each word (uvarint length, bytes) in index
+// order, the IDFs (float32, little-endian), then each word's vector: its
+// scale (float32) and its components (int8; value = component × scale).
+// About 5 MB for 50,000 words of 100 dimensions.
 func (m *Model) MarshalBinary() ([]byte, error) {
 	words := make([]string, len(m.idf))
 	for w, j := range m.words {
