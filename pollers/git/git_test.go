@@ -195,7 +195,12 @@ func TestBundleIsPolledLikeARepository(t *testing.T) {
 	bundle := filepath.Join(t.TempDir(), "repo.bundle")
 	writeBundle(t, r.r, bundle)
 
-	src, err := git.New(git.Config{URL: bundle, Dir: filepath.Join(t.TempDir(), "clone")})
+	dir := filepath.Join(t.TempDir(), "clone")
+	// Where an earlier jervis unbundled to, to clone from: removed.
+	if err := os.MkdirAll(dir+".unbundled", 0o750); err != nil {
+		t.Fatal(err)
+	}
+	src, err := git.New(git.Config{URL: bundle, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +208,9 @@ func TestBundleIsPolledLikeARepository(t *testing.T) {
 	want := []string{"Initial commit", "Add cropper downscaling (WEB-210)", "branch feature", "Fix deploy script, fixes OPS-12", "branch master"}
 	if !slices.Equal(titles, want) {
 		t.Fatalf("from the bundle:\n got %q\nwant %q", titles, want)
+	}
+	if _, err := os.Stat(dir + ".unbundled"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the old unbundled repository is still there: %v", err)
 	}
 	r.commit("more.txt", "Tune alerts for OPS-14", 21)
 	writeBundle(t, r.r, bundle)

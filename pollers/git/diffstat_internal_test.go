@@ -1,0 +1,70 @@
+package git
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// lcs is the textbook dynamic program: the length of a longest common
+// subsequence of x and y.
+func lcs(x, y []int32) int {
+	prev, cur := make([]int, len(y)+1), make([]int, len(y)+1)
+	for i := range x {
+		for j := range y {
+			if x[i] == y[j] {
+				cur[j+1] = prev[j] + 1
+			} else {
+				cur[j+1] = max(prev[j+1], cur[j])
+			}
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(y)]
+}
+
+// TestLineChangesAreMinimal: within the budget the counts are a minimal
+// diff's (the longest common subsequence's) on random texts with many
+// repeated lines; past it they are never below the minimum, and still
+// find the common lines that patience diff's anchors reach.
+func TestLineChangesAreMinimal(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := func(n, alphabet int) ([]byte, []int32) {
+		var b strings.Builder
+		ids := make([]int32, n)
+		for i := range ids {
+			ids[i] = int32(rng.IntN(alphabet))
+			b.WriteString(strings.Repeat("x", int(ids[i])) + "\n")
+		}
+		return []byte(b.String()), ids
+	}
+	for range 300 {
+		a, x := text(rng.IntN(60), 1+rng.IntN(12))
+		b, y := text(rng.IntN(60), 1+rng.IntN(12))
+		l := lcs(x, y)
+		del, add := lineChanges(a, b)
+		if del != len(x)-l || add != len(y)-l {
+			t.Fatalf("-%d +%d, want -%d +%d", del, add, len(x)-l, len(y)-l)
+		}
+		if got := commonLength(x, y, 5); got > l {
+			t.Fatalf("over the budget: %d common lines, more than the longest %d", got, l)
+		}
+	}
+	// Past the budget: unique lines reshuffled in blocks are still found.
+	var x, y []int32
+	for i := range 400 {
+		x = append(x, int32(i))
+	}
+	y = append(append(y, x[200:]...), x[:200]...)
+	if got := commonLength(x, y, 10); got != 200 {
+		t.Errorf("blocks swapped past the budget: %d common, want 200", got)
+	}
+	for _, c := range []struct{ a, b string }{{"", ""}, {"a\nb", "a\nb\n"}, {"a\n", ""}, {"", "a\nb"}} {
+		del, add := lineChanges([]byte(c.a), []byte(c.b))
+		want := map[[2]string][2]int{{"", ""}: {0, 0}, {"a\nb", "a\nb\n"}: {1, 1}, {"a\n", ""}: {1, 0}, {"", "a\nb"}: {0, 2}}[[2]string{c.a, c.b}]
+		if [2]int{del, add} != want {
+			t.Errorf("%q → %q: -%d +%d, want -%d +%d", c.a, c.b, del, add, want[0], want[1])
+		}
+	}
+}
