@@ -212,6 +212,12 @@ func TestBundleIsPolledLikeARepository(t *testing.T) {
 	if _, err := os.Stat(dir + ".unbundled"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the old unbundled repository is still there: %v", err)
 	}
+	// A branch an earlier jervis wrote as a file of its own is moved too
+	// (a stale file would hide the packed-refs entry).
+	head, _ := r.r.Head()
+	if err := os.WriteFile(filepath.Join(dir, "refs", "heads", "master"), []byte(head.Hash().String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r.commit("more.txt", "Tune alerts for OPS-14", 21)
 	writeBundle(t, r.r, bundle)
 	os.Chtimes(bundle, time.Now().Add(time.Minute), time.Now().Add(time.Minute))
