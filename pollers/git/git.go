@@ -510,11 +510,19 @@ type BranchMeta struct {
 	Repository string `json:"repository"`
 }
 
+// branchDocument is a branch's document. Its text names a remote
+// repository by its URL (credentials removed) and a local one — a
+// directory, a bundle file — by its base name, so that the text is the
+// same wherever the files lie; the metadata keeps the whole location.
 func branchDocument(repoURL, branch string, head plumbing.Hash) store.Document {
 	raw := []byte(branch + " " + head.String())
+	name := repoURL
+	if ep, err := transport.NewEndpoint(repoURL); err == nil && ep.Protocol == "file" {
+		name = filepath.Base(filepath.Clean(ep.Path))
+	}
 	return store.Document{
 		SourceType: store.SourceGit, ExternalID: "branch:" + branch, Raw: raw,
-		Normalized: store.Normalized{Title: "branch " + branch, Body: fmt.Sprintf("Branch %s of %s is at %s.", branch, repoURL, head),
+		Normalized: store.Normalized{Title: "branch " + branch, Body: fmt.Sprintf("Branch %s of %s is at %s.", branch, name, head),
 			Metadata: pollers.MetaMap(BranchMeta{Branch: branch, Head: head.String(), Repository: repoURL})},
 	}
 }

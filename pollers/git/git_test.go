@@ -209,6 +209,14 @@ func TestBundleIsPolledLikeARepository(t *testing.T) {
 	if !slices.Equal(titles, want) {
 		t.Fatalf("from the bundle:\n got %q\nwant %q", titles, want)
 	}
+	b, err := src.Poll(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The text names the bundle by its file name, wherever it lies.
+	if body := b.Documents[len(b.Documents)-1].Normalized.Body; !strings.HasPrefix(body, "Branch master of repo.bundle is at ") {
+		t.Fatalf("branch document: %q", body)
+	}
 	if _, err := os.Stat(dir + ".unbundled"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the old unbundled repository is still there: %v", err)
 	}

@@ -36,7 +36,7 @@ func (Kind) Shape(d store.Document) pollers.Shape {
 		main := "branch:" + m.Branch
 		h.Rel(main, "points_to", "commit:"+m.Head, h.Line("Head", m.Head))
 		return pollers.Shape{Main: main, Props: map[string]any{"title": d.Normalized.Title}, Lines: h.Lines, Relations: h.Relations,
-			Summary: fmt.Sprintf("Commit %q by %s.", d.Normalized.Title, "")}
+			Summary: fmt.Sprintf("Branch %s is at commit %s.", m.Branch, m.Head)}
 	}
 	var m CommitMeta
 	pollers.DecodeMeta(d, &m)

@@ -112,15 +112,20 @@ func TestIdentityFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var commit, revert store.Document
+	var commit, revert, branch store.Document
 	for _, d := range b.Documents {
 		switch d.ExternalID {
 		case fix:
 			commit = d
-		case head.Hash().String(), "branch:master":
+		case head.Hash().String():
+		case "branch:master":
+			branch = d
 		default:
 			revert = d
 		}
+	}
+	if got, want := reg.Shape(branch).Summary, "Branch master is at commit "+revert.ExternalID+"."; got != want {
+		t.Errorf("branch summary %q, want %q", got, want)
 	}
 	got := factLines(reg.Shape(commit).Identities)
 	want := []string{
