@@ -7,6 +7,7 @@
 package importer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,14 +74,39 @@ func (im *Importer) progress(n int) {
 // created when it does not exist. A path that does not exist or cannot be
 // read is passed to Skipped, and the others are imported; a failure of the
 // store stops it.
+//
+// A repository after the first path is read ahead — unpacked, its commits
+// diffed, a few pages of documents made — while the paths before it are
+// imported, on the CPU they leave (Git's unpacking runs on one); its
+// documents are still stored after theirs, in the same order as without.
 func (im *Importer) Paths(ctx context.Context, paths []string) error {
 	if err := im.ensureClient(ctx); err != nil {
 		return err
 	}
-	for _, p := range paths {
+	ctx, cancel := context.WithCancel(ctx)
+	ahead := make([]*pages, len(paths))
+	defer func() { // a read-ahead not stored stops, and is waited for
+		cancel()
+		for _, ps := range ahead {
+			if ps != nil {
+				<-ps.done
+			}
+		}
+	}()
+	seen := map[string]bool{} // a path named twice is read when reached
+	for i, p := range paths {
+		if i > 0 && !seen[absPath(p)] && IsRepository(p) {
+			ahead[i] = im.readAhead(ctx, p)
+		}
+		seen[absPath(p)] = true
+	}
+	for i, p := range paths {
 		var err error
 		if IsRepository(p) {
-			err = im.Repository(ctx, p)
+			if ahead[i] == nil {
+				ahead[i] = im.readAhead(ctx, p)
+			}
+			_, err = im.store(ctx, ahead[i])
 		} else {
 			err = im.walk(ctx, func(visit filedrop.VisitFunc) error { return filedrop.Walk(p, visit) })
 		}
@@ -224,32 +250,95 @@ func (im *Importer) count(receipts []pollers.Receipt) {
 // cursor after the last page (a poller that goes on from there sees only
 // what is new).
 func (im *Importer) Repository(ctx context.Context, path string) error {
-	_, err := im.repository(ctx, path, "import-"+store.HashID([]byte(absPath(path)))[7:])
+	_, err := im.repository(ctx, path, "")
 	return err
 }
 
+// repository stores a repository's pages as they are read, cloned under
+// DataDir/git/clone (by default a name made from its path).
 func (im *Importer) repository(ctx context.Context, path, clone string) (cursor string, err error) {
-	src, err := git.New(git.Config{URL: absPath(path), Dir: filepath.Join(im.DataDir, "git", clone)})
-	if err != nil {
-		return "", err
-	}
-	im.Summary.Repositories++
-	for {
-		b, err := src.Poll(ctx, cursor)
+	ctx, cancel := context.WithCancel(ctx)
+	ps := im.readAheadAs(ctx, path, clone)
+	defer func() {
+		cancel()
+		<-ps.done
+	}()
+	return im.store(ctx, ps)
+}
+
+// readAhead is aheadPages of a repository's pages: a goroutine reads them
+// (Poll after Poll, each page's cursor for the next) until the last, an
+// error, or ctx's end.
+func (im *Importer) readAhead(ctx context.Context, path string) *pages {
+	return im.readAheadAs(ctx, path, "")
+}
+
+func (im *Importer) readAheadAs(ctx context.Context, path, clone string) *pages {
+	ps := &pages{c: make(chan page, aheadPages), done: make(chan struct{})}
+	go func() {
+		defer close(ps.done)
+		defer close(ps.c)
+		dir := filepath.Join(im.DataDir, "git", cmp.Or(clone, "import-"+store.HashID([]byte(absPath(path)))[7:]))
+		src, err := git.New(git.Config{URL: absPath(path), Dir: dir})
 		if err != nil {
-			return cursor, err
+			ps.c <- page{err: err} // the channel is empty
+			return
 		}
-		im.Summary.Commits += len(b.Documents)
-		im.progress(len(b.Documents))
-		receipts, err := im.ingester().Documents(ctx, im.Client, im.Connection, b.Documents...)
+		cursor := ""
+		for {
+			b, err := src.Poll(ctx, cursor)
+			select {
+			case ps.c <- page{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil || !b.More {
+				return
+			}
+			cursor = b.Cursor
+		}
+	}()
+	return ps
+}
+
+// aheadPages is how many pages of a repository (of 500 commits) are read
+// before the import stores them: enough to keep a core busy while other
+// paths are imported, few enough to bound memory.
+const aheadPages = 8
+
+// pages are a repository's pages as they are read; done is closed when
+// the reading has stopped.
+type pages struct {
+	c    chan page
+	done chan struct{}
+}
+
+type page struct {
+	b   pollers.Batch
+	err error
+}
+
+// store stores a repository's pages in order; it returns the cursor after
+// the last page stored (a poller that goes on from there sees only what is
+// new).
+func (im *Importer) store(ctx context.Context, ps *pages) (cursor string, err error) {
+	im.Summary.Repositories++
+	for p := range ps.c {
+		if p.err != nil {
+			return cursor, p.err
+		}
+		im.Summary.Commits += len(p.b.Documents)
+		im.progress(len(p.b.Documents))
+		receipts, err := im.ingester().Documents(ctx, im.Client, im.Connection, p.b.Documents...)
 		im.count(receipts)
 		if err != nil {
 			return cursor, err
 		}
-		if cursor = b.Cursor; !b.More {
+		if cursor = p.b.Cursor; !p.b.More {
 			return cursor, nil
 		}
 	}
+	return cursor, ctx.Err()
 }
 
 func absPath(p string) string {

@@ -8,8 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
@@ -108,7 +113,8 @@ func TestImportStopsAtAFailureOfTheStore(t *testing.T) {
 			}
 			return r
 		}}
-	err := im.Paths(t.Context(), []string{dir})
+	// A repository after it is read ahead meanwhile: it stops too.
+	err := im.Paths(t.Context(), []string{dir, gitRepo(t, 70)})
 	var se *pollers.StoreError
 	if !errors.As(err, &se) {
 		t.Fatalf("import: %v, want a StoreError", err)
@@ -120,5 +126,97 @@ func TestImportStopsAtAFailureOfTheStore(t *testing.T) {
 	}
 	if im.Summary.Documents > 2 {
 		t.Fatalf("%d documents counted as stored; the store was closed at the third file", im.Summary.Documents)
+	}
+}
+
+// gitRepo is a repository of n commits, a file changed by each.
+func gitRepo(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	r, err := gogit.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := r.Worktree()
+	for i := range n {
+		name := fmt.Sprintf("f%d.txt", i%7)
+		if err := os.WriteFile(filepath.Join(dir, name), fmt.Appendf(nil, "line %d\n", i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w.Add(name)
+		sig := &object.Signature{Name: "Ann Novak", Email: "ann@acme.test", When: time.Date(2026, 3, 1, 9, i, 0, 0, time.UTC)}
+		if _, err := w.Commit(fmt.Sprintf("Change %d", i), &gogit.CommitOptions{Author: sig, Committer: sig}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// stored is what the store was given, in the order it stored it (its
+// document.stored events): source type and external ID.
+func stored(t *testing.T, st *sqlite.Store) []string {
+	t.Helper()
+	var out []string
+	for after := int64(0); ; {
+		evs, err := st.ListEvents(t.Context(), store.EventQuery{Client: "acme", Aggregate: "document", AfterSeq: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			after = e.Seq
+			if e.Type != "document.stored" {
+				continue
+			}
+			d, err := st.GetDocument(t.Context(), "acme", e.AggregateID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(d.SourceType)+" "+d.ExternalID)
+		}
+		if len(evs) == 0 {
+			return out
+		}
+	}
+}
+
+// A repository after other paths is read while they are imported, and
+// stored after them, its documents in the order an import of it alone
+// stores them; a path named twice is imported once more, unchanged.
+func TestRepositoryReadAheadStoresInOrder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i := range 40 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("n%03d.md", i)), fmt.Appendf(nil, "# Note %d\n\ntext", i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo := gitRepo(t, 70)
+
+	alone := open(t)
+	im := &importer.Importer{Store: alone, Kinds: kinds.Default(), Client: "acme", Connection: "import", DataDir: t.TempDir()}
+	if err := im.Paths(t.Context(), []string{repo}); err != nil {
+		t.Fatal(err)
+	}
+	want := stored(t, alone)
+
+	st := open(t)
+	im = &importer.Importer{Store: st, Kinds: kinds.Default(), Client: "acme", Connection: "import", DataDir: t.TempDir()}
+	if err := im.Paths(t.Context(), []string{dir, repo, repo}); err != nil {
+		t.Fatal(err)
+	}
+	got := stored(t, st)
+	if len(want) != 71 || len(got) != 40+71 {
+		t.Fatalf("stored %d alone (want 70 commits and a branch), %d after the notes", len(want), len(got))
+	}
+	for i, g := range got[:40] {
+		if !strings.HasSuffix(g, ".md") {
+			t.Fatalf("document %d is %q, want the notes first", i, g)
+		}
+	}
+	if !slices.Equal(got[40:], want) {
+		t.Fatalf("the repository after the notes:\n%q\nalone:\n%q", got[40:], want)
+	}
+	if s := im.Summary; s.Repositories != 2 || s.Commits != 2*71 || s.NewVersions != 40+71 {
+		t.Fatalf("summary %+v: two repositories read, the second time nothing new", s)
 	}
 }
