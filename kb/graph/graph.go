@@ -294,7 +294,7 @@ func ValidateEdge(e Edge) error {
 		return fmt.Errorf("edge %s: %w", e.Key(), ErrNoEvidence)
 	case !e.Origin.Valid():
 		return fmt.Errorf("%w: edge %s: origin %q is not user, metadata, syntax, similarity or llm", ErrInvalid, e.Key(), e.Origin)
-	case e.Confidence < 0 || e.Confidence > 1:
+	case !(e.Confidence >= 0 && e.Confidence <= 1): // NaN too
 		return fmt.Errorf("%w: edge %s: confidence %v is not 0..1", ErrInvalid, e.Key(), e.Confidence)
 	}
 	return nil

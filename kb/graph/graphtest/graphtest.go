@@ -6,6 +6,7 @@ package graphtest
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -130,6 +131,13 @@ func testEvidenceRules(t *testing.T, s graph.Store) {
 	bad.Origin = "guess"
 	if err := g.UpsertEdges(ctx, bad); !errors.Is(err, graph.ErrInvalid) {
 		t.Fatalf("bad origin: %v", err)
+	}
+	for _, c := range []float64{-0.1, 1.5, math.NaN(), math.Inf(1)} {
+		bad := edge("knows", "person:ann", "person:bob", "c1")
+		bad.Confidence = c
+		if err := g.UpsertEdges(ctx, bad); !errors.Is(err, graph.ErrInvalid) {
+			t.Fatalf("confidence %v: %v, want ErrInvalid", c, err)
+		}
 	}
 	for _, n := range []graph.Node{{Key: "", Type: "x"}, {Key: "x:y"}, {Key: string(make([]byte, graph.MaxKeyLen+1)), Type: "x"}} {
 		if err := g.UpsertNodes(ctx, n); !errors.Is(err, graph.ErrInvalid) {
