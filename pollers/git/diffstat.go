@@ -14,10 +14,15 @@ import (
 // binary (xdiff-interface.c; go-git's binary.IsBinary).
 const sniffLen = 8000
 
-// diffBudget bounds the steps of one minimal-diff search over a piece of a
-// file (commonLength): past it, the counts come from patience diff's
-// anchors instead. One hostile file cannot stall an import.
-const diffBudget = 5_000_000
+// The work of counting one file's changed lines is bounded: a minimal-diff
+// search over a piece of the file takes at most searchSteps steps (past
+// them the counts come from patience diff's anchors instead), and all of a
+// file's searches and anchors at most fileSteps. One hostile file cannot
+// stall an import.
+const (
+	searchSteps = 5_000_000
+	fileSteps   = 50_000_000
+)
 
 // diffStat is what `git show --stat` counts for a commit: each file it
 // changed against its first parent (all of them for a root commit), with
@@ -115,8 +120,8 @@ func binary(b []byte) bool {
 // common subsequence of lines: deleted = len(a) - L, added = len(b) - L.
 // Every line that does not occur in the other side at all cannot be common:
 // those are counted at once and dropped. What is left goes to
-// commonLength, which finds the longest L (a minimal diff) within
-// diffBudget, and a near-longest one past it.
+// commonLength, which finds the longest L (a minimal diff) within its
+// budget, and a near-longest one past it.
 func lineChanges(a, b []byte) (deleted, added int) {
 	a, b = trimCommonLines(a, b)
 	ids := map[string]int32{}
@@ -137,7 +142,8 @@ func lineChanges(a, b []byte) (deleted, added int) {
 		}
 		return out
 	}
-	common := commonLength(keep(x), keep(y), diffBudget)
+	budget := fileSteps
+	common := commonLength(keep(x), keep(y), &budget)
 	return len(x) - common, len(y) - common
 }
 
@@ -185,15 +191,15 @@ func lineIDs(s []byte, ids map[string]int32) []int32 {
 
 // commonLength is the length of a common subsequence of x and y: the
 // longest, found by Myers's O(ND) search (1986) after the common prefix and
-// suffix are taken, when that search ends within budget steps. Past the
-// budget (a large file much rewritten, or lines reshuffled), it is what
-// patience diff finds: the lines that occur once in each side, in the
-// longest run that keeps their order on both, split x and y into pieces
-// taken the same way in turn. A piece with no such line counts nothing
-// common, an upper bound on the changes, as git's own diff settles for a
-// heuristic on such files; the work stays bounded by about budget per piece
-// of more than sqrt(budget) lines.
-func commonLength(x, y []int32, budget int) int {
+// suffix are taken, when that search ends within searchSteps (and what is
+// left of budget, which it spends). Past that (a large file much
+// rewritten, or lines reshuffled), it is what patience diff finds: the
+// lines that occur once in each side, in the longest run that keeps their
+// order on both, split x and y into pieces taken the same way in turn,
+// while budget lasts. A piece with no such line, or one reached once the
+// budget is spent, counts nothing common: an upper bound on the changes, as
+// git's own diff settles for a heuristic on such files.
+func commonLength(x, y []int32, budget *int) int {
 	i := 0
 	for i < len(x) && i < len(y) && x[i] == y[i] {
 		i++
@@ -207,21 +213,25 @@ func commonLength(x, y []int32, budget int) int {
 	if d, ok := editDistance(x, y, budget); ok {
 		return i + j + (len(x)+len(y)-d)/2
 	}
-	common, px, py := i+j, 0, 0
-	for _, a := range uniqueAnchors(x, y) {
-		common += 1 + commonLength(x[px:a[0]], y[py:a[1]], budget)
+	*budget -= len(x) + len(y) // the anchors' work
+	anchors := uniqueAnchors(x, y)
+	common := i + j + len(anchors)
+	if *budget <= 0 || len(anchors) == 0 {
+		return common
+	}
+	px, py := 0, 0
+	for _, a := range anchors {
+		common += commonLength(x[px:a[0]], y[py:a[1]], budget)
 		px, py = a[0]+1, a[1]+1
 	}
-	if px > 0 { // otherwise no anchor: nothing more is found common
-		common += commonLength(x[px:], y[py:], budget)
-	}
-	return common
+	return common + commonLength(x[px:], y[py:], budget)
 }
 
 // editDistance is the number of deletions and insertions of a shortest
-// edit script from x to y (Myers's greedy forward search, linear space);
-// false when that takes more than budget steps.
-func editDistance(x, y []int32, budget int) (int, bool) {
+// edit script from x to y (Myers's greedy forward search, linear space),
+// its steps taken from budget; false when that takes more than
+// searchSteps or than budget has.
+func editDistance(x, y []int32, budget *int) (int, bool) {
 	n, m := len(x), len(y)
 	if n == 0 || m == 0 {
 		return n + m, true
@@ -229,7 +239,9 @@ func editDistance(x, y []int32, budget int) (int, bool) {
 	limit := n + m
 	off := limit + 1
 	v := make([]int, 2*limit+3) // v[off+k]: the furthest x reached on diagonal k
+	most := min(*budget, searchSteps)
 	steps := 0
+	defer func() { *budget -= steps }()
 	for d := 0; d <= limit; d++ {
 		for k := -d; k <= d; k += 2 {
 			var i int
@@ -250,7 +262,7 @@ func editDistance(x, y []int32, budget int) (int, bool) {
 				return d, true
 			}
 		}
-		if steps > budget {
+		if steps > most {
 			return 0, false
 		}
 	}

@@ -54,8 +54,8 @@ func TestLineChangesAreMinimal(t *testing.T) {
 		if del != len(x)-l || add != len(y)-l {
 			t.Fatalf("-%d +%d, want -%d +%d", del, add, len(x)-l, len(y)-l)
 		}
-		if got := commonLength(x, y, 5); got > l {
-			t.Fatalf("over the budget: %d common lines, more than the longest %d", got, l)
+		if budget := 5; commonLength(x, y, &budget) > l {
+			t.Fatalf("over the budget: more common lines than the longest %d", l)
 		}
 	}
 	// Past the budget: unique lines reshuffled in blocks are still found.
@@ -64,8 +64,25 @@ func TestLineChangesAreMinimal(t *testing.T) {
 		x = append(x, int32(i))
 	}
 	y = append(append(y, x[200:]...), x[:200]...)
-	if got := commonLength(x, y, 10); got != 200 {
-		t.Errorf("blocks swapped past the budget: %d common, want 200", got)
+	if budget := 10; commonLength(x, y, &budget) != 200 {
+		t.Errorf("blocks swapped past the budget: not the 200 common lines")
+	}
+	// Hostile: 200,000 lines of ten kinds, reshuffled, a unique line every
+	// hundred. The work stays within the budget (and one search past it).
+	x, y = nil, nil
+	for i := range 200_000 {
+		x = append(x, int32(rng.IntN(10)))
+		y = append(y, int32(rng.IntN(10)))
+		if i%100 == 0 {
+			x, y = append(x, int32(1000+i)), append(y, int32(1000+i))
+		}
+	}
+	budget := 10_000_000
+	if got := commonLength(x, y, &budget); got < 2000 || got > lcsBound(x, y) {
+		t.Errorf("hostile: %d common lines, want the 2,000 anchors at least", got)
+	}
+	if budget > 0 || budget < -searchSteps-2*len(x) {
+		t.Errorf("hostile: budget left %d, want it spent and not far past", budget)
 	}
 	for _, c := range []struct{ a, b string }{{"", ""}, {"a\nb", "a\nb\n"}, {"a\n", ""}, {"", "a\nb"}} {
 		del, add := lineChanges([]byte(c.a), []byte(c.b))
@@ -74,4 +91,21 @@ func TestLineChangesAreMinimal(t *testing.T) {
 			t.Errorf("%q → %q: -%d +%d, want -%d +%d", c.a, c.b, del, add, want[0], want[1])
 		}
 	}
+}
+
+// lcsBound is an upper bound on the longest common subsequence: the
+// lines both sides have, counted with their multiplicity.
+func lcsBound(x, y []int32) int {
+	count := map[int32]int{}
+	for _, id := range x {
+		count[id]++
+	}
+	n := 0
+	for _, id := range y {
+		if count[id] > 0 {
+			count[id]--
+			n++
+		}
+	}
+	return n
 }
