@@ -1,7 +1,7 @@
 // Package weaviate is the production chunk backend: one Weaviate class with
 // native multi-tenancy (a tenant per client, created on first use),
-// vectorizer none with Jervis's own vectors, BM25 on the text, filterable
-// metadata, batch upserts under deterministic UUIDs, hybrid search with
+// vectorizer none with Jervis's own vectors, BM25 on the text's stems,
+// filterable metadata (only what is read is indexed: textProps), batch upserts under deterministic UUIDs, hybrid search with
 // Weaviate's own fusion, deletes by source, node or ID.
 //
 // Queries are GraphQL written here (the client's Raw query) so that every
@@ -149,13 +149,20 @@ type index struct {
 	err    error
 }
 
+// textProps are the chunks' text properties and their indexes. Only the
+// stems are searchable (BM25 reads searchProps and nothing else); the
+// properties filters name are filterable — the text too, for its words'
+// document frequencies (wordCounts). The title and the client's ID are
+// only kept: each index is written for every chunk, and Weaviate's
+// indexing is most of what an ingest into it costs.
 var textProps = []struct {
-	name, tokenization string
-	filterable         bool
+	name, tokenization     string
+	filterable, searchable bool
 }{
-	{"chunkId", "field", true}, {"text", "word", true}, {"sourceUrn", "field", true}, {"sourceType", "field", true}, {"kind", "field", true},
-	{"nodeKey", "field", true}, {"clientId", "field", true}, {"title", "word", true},
-	{"stemmed", "word", false}, {"stemmedTitle", "word", false},
+	{"chunkId", "field", true, false}, {"text", "word", true, false}, {"sourceUrn", "field", true, false},
+	{"sourceType", "field", true, false}, {"kind", "field", true, false}, {"nodeKey", "field", true, false},
+	{"clientId", "field", false, false}, {"title", "word", false, false},
+	{"stemmed", "word", false, true}, {"stemmedTitle", "word", false, true},
 }
 
 // searchProps are the properties BM25 reads: the stems of the item's
@@ -192,7 +199,7 @@ func (x *index) ensure(ctx context.Context) error {
 				InvertedIndexConfig: &models.InvertedIndexConfig{Bm25: &models.BM25Config{K1: 1.2, B: 0.75}, IndexTimestamps: false}}
 			for _, p := range textProps {
 				class.Properties = append(class.Properties, &models.Property{Name: p.name, DataType: []string{"text"}, Tokenization: p.tokenization,
-					IndexFilterable: &p.filterable, IndexSearchable: &t})
+					IndexFilterable: &p.filterable, IndexSearchable: &p.searchable})
 			}
 			for _, name := range []string{"graphRefs", "nodeTypes"} {
 				class.Properties = append(class.Properties, &models.Property{Name: name, DataType: []string{"text[]"}, Tokenization: "field",
@@ -228,12 +235,11 @@ func (x *index) addMissing(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("weaviate: class: %w", err)
 	}
-	t := true
 	for _, p := range textProps {
 		if slices.ContainsFunc(class.Properties, func(have *models.Property) bool { return have.Name == p.name }) {
 			continue
 		}
-		prop := &models.Property{Name: p.name, DataType: []string{"text"}, Tokenization: p.tokenization, IndexFilterable: &p.filterable, IndexSearchable: &t}
+		prop := &models.Property{Name: p.name, DataType: []string{"text"}, Tokenization: p.tokenization, IndexFilterable: &p.filterable, IndexSearchable: &p.searchable}
 		if err := x.s.c.Schema().PropertyCreator().WithClassName(x.s.className).WithProperty(prop).Do(ctx); err != nil {
 			return fmt.Errorf("weaviate: add property %s: %w", p.name, err)
 		}

@@ -3,6 +3,7 @@ package weaviate_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,5 +123,56 @@ func TestCountsAreKeptForASecond(t *testing.T) {
 	}
 	if n, err := x.Count(ctx); err != nil || n != 2 {
 		t.Fatalf("Count = %d, %v; want 2", n, err)
+	}
+}
+
+// The class indexes what is read and no more: BM25 reads the stems only,
+// filters the chunk's ID, source, kind, node and text (its words' counts);
+// the title and the client's ID are only kept. Read back from the real
+// server's schema.
+func TestOnlyWhatIsReadIsIndexed(t *testing.T) {
+	u := integration.Env(t, "TEST_WEAVIATE_URL", "export TEST_WEAVIATE_URL=$(deploy/weaviate.sh start)")
+	class := fmt.Sprintf("JervisTest%d_%d", time.Now().UnixNano()%1e9, classes.Add(1))
+	s, err := weaviate.Open(weaviate.Config{URL: u, Class: class})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.DeleteClass(context.Background()) })
+	if err := s.For("acme").Upsert(t.Context(), rag.Chunk{ID: "c1", Text: "the gateway", Title: "Gateway", SourceURN: "doc:1", Vector: []float32{1, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(u + "/v1/schema/" + class)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var schema struct {
+		Properties []struct {
+			Name            string
+			IndexFilterable bool
+			IndexSearchable bool
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&schema); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]bool{ // filterable, searchable
+		"chunkId": {true, false}, "text": {true, false}, "sourceUrn": {true, false}, "sourceType": {true, false},
+		"kind": {true, false}, "nodeKey": {true, false}, "clientId": {false, false}, "title": {false, false},
+		"stemmed": {false, true}, "stemmedTitle": {false, true}, "graphRefs": {true, false}, "nodeTypes": {true, false},
+	}
+	seen := 0
+	for _, p := range schema.Properties {
+		w, ok := want[p.Name]
+		if !ok {
+			continue
+		}
+		seen++
+		if got := [2]bool{p.IndexFilterable, p.IndexSearchable}; got != w {
+			t.Errorf("%s: filterable, searchable %v, want %v", p.Name, got, w)
+		}
+	}
+	if seen != len(want) {
+		t.Fatalf("%d of the %d properties in the schema: %+v", seen, len(want), schema.Properties)
 	}
 }
