@@ -96,7 +96,7 @@ func (im *Importer) Paths(ctx context.Context, paths []string) error {
 	seen := map[string]bool{} // a path named twice is read when reached
 	for i, p := range paths {
 		if i > 0 && !seen[absPath(p)] && IsRepository(p) {
-			ahead[i] = im.readAhead(ctx, p)
+			ahead[i] = im.readAhead(ctx, p, "")
 		}
 		seen[absPath(p)] = true
 	}
@@ -104,7 +104,7 @@ func (im *Importer) Paths(ctx context.Context, paths []string) error {
 		var err error
 		if IsRepository(p) {
 			if ahead[i] == nil {
-				ahead[i] = im.readAhead(ctx, p)
+				ahead[i] = im.readAhead(ctx, p, "")
 			}
 			_, err = im.store(ctx, ahead[i])
 		} else {
@@ -254,11 +254,10 @@ func (im *Importer) Repository(ctx context.Context, path string) error {
 	return err
 }
 
-// repository stores a repository's pages as they are read, cloned under
-// DataDir/git/clone (by default a name made from its path).
+// repository stores a repository's pages as they are read (readAhead).
 func (im *Importer) repository(ctx context.Context, path, clone string) (cursor string, err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	ps := im.readAheadAs(ctx, path, clone)
+	ps := im.readAhead(ctx, path, clone)
 	defer func() {
 		cancel()
 		<-ps.done
@@ -266,14 +265,11 @@ func (im *Importer) repository(ctx context.Context, path, clone string) (cursor 
 	return im.store(ctx, ps)
 }
 
-// readAhead is aheadPages of a repository's pages: a goroutine reads them
-// (Poll after Poll, each page's cursor for the next) until the last, an
-// error, or ctx's end.
-func (im *Importer) readAhead(ctx context.Context, path string) *pages {
-	return im.readAheadAs(ctx, path, "")
-}
-
-func (im *Importer) readAheadAs(ctx context.Context, path, clone string) *pages {
+// readAhead is aheadPages of a repository's pages, cloned under
+// DataDir/git/clone (by default a name made from its path): a goroutine
+// reads them (Poll after Poll, each page's cursor for the next) until the
+// last, an error, or ctx's end.
+func (im *Importer) readAhead(ctx context.Context, path, clone string) *pages {
 	ps := &pages{c: make(chan page, aheadPages), done: make(chan struct{})}
 	go func() {
 		defer close(ps.done)
