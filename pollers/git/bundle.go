@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -104,7 +105,7 @@ func Unbundle(path, dir string) error {
 }
 
 // setRefs points the bundle's references (but HEAD: a bare repository's
-// names a branch) at their objects. go-git writes each reference as a file
+// names a branch, and any whose name git does not allow) at their objects. go-git writes each reference as a file
 // of its own (a directory made, a file locked, written and renamed: half a
 // CPU-second for the 1,048 branches and tags of the dev bundle), so those
 // that are not such a file already go into git's packed-refs file, merged
@@ -133,7 +134,9 @@ func setRefs(repo *gogit.Repository, dir string, refs []*plumbing.Reference) err
 			continue
 		}
 		if !strings.HasPrefix(name.String(), "refs/") || name.Validate() != nil {
-			return fmt.Errorf("reference %q: %w", name, plumbing.ErrInvalidReferenceName)
+			// git writes no such name; the others are kept.
+			slog.Warn("git bundle: a reference with a name git does not allow is left out", "dir", dir, "reference", name.String())
+			continue
 		}
 		if _, err := os.Stat(filepath.Join(gitDir, filepath.FromSlash(name.String()))); err == nil {
 			if err := repo.Storer.SetReference(ref); err != nil {

@@ -228,6 +228,14 @@ func TestBundleIsPolledLikeARepository(t *testing.T) {
 	}
 	r.commit("more.txt", "Tune alerts for OPS-14", 21)
 	writeBundle(t, r.r, bundle)
+	// A reference whose name git does not allow (a crafted bundle) is left
+	// out; the others are read.
+	raw, _ := os.ReadFile(bundle)
+	header, rest, _ := bytes.Cut(raw, []byte("\n"))
+	bad := fmt.Sprintf("%s\n%s refs/heads/../../escape\n%s", header, head.Hash(), rest)
+	if err := os.WriteFile(bundle, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	os.Chtimes(bundle, time.Now().Add(time.Minute), time.Now().Add(time.Minute))
 	if titles, _ = poll(t, src, cursor); !slices.Equal(titles, []string{"Tune alerts for OPS-14", "branch master"}) {
 		t.Fatalf("newer bundle: %q", titles)
