@@ -33,8 +33,9 @@ const (
 // go-git's Commit.Stats gives the same list, but builds the whole patch: it
 // reads each file twice (once to see whether it is binary) and runs a
 // character diff library over the lines. That was 57 % of a repository
-// import's CPU; this is the same answer from one read of each file and a
-// diff that only counts.
+// import's CPU; this is the same list from one read of each file and a
+// diff that only counts (its counts minimal where go-git's shortcuts were
+// not, near-minimal past the budget).
 func diffStat(ctx context.Context, c *object.Commit) ([]File, error) {
 	to, err := c.Tree()
 	if err != nil {

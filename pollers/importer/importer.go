@@ -93,16 +93,18 @@ func (im *Importer) Paths(ctx context.Context, paths []string) error {
 			}
 		}
 	}()
+	repo := make([]bool, len(paths))
 	seen := map[string]bool{} // a path named twice is read when reached
 	for i, p := range paths {
-		if i > 0 && !seen[absPath(p)] && IsRepository(p) {
+		repo[i] = IsRepository(p)
+		if i > 0 && repo[i] && !seen[absPath(p)] {
 			ahead[i] = im.readAhead(ctx, p, "")
 		}
 		seen[absPath(p)] = true
 	}
 	for i, p := range paths {
 		var err error
-		if IsRepository(p) {
+		if repo[i] {
 			if ahead[i] == nil {
 				ahead[i] = im.readAhead(ctx, p, "")
 			}
