@@ -18,12 +18,8 @@ import (
 // edit, a deletion, a final newline added; binary files left out.
 func TestCommitFilesChanged(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	r, err := gogit.PlainInit(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := r.Worktree()
+	r := newRepo(t)
+	dir, w := r.dir, r.w
 	lines := func(from, to int, change map[int]string) string {
 		var b strings.Builder
 		for i := from; i <= to; i++ {
