@@ -36,6 +36,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -331,37 +332,76 @@ func (s *Store) nextSeqs(ctx context.Context, n int) (int64, error) {
 
 // insertEvents numbers the events and inserts them; events already stored
 // (a flush repeated after a crash or by a concurrent writer) are skipped.
+// An event refused because another holds its number (a server whose $inc
+// is a read, then a write, can hand two writers the same numbers: FerretDB
+// v1) is numbered again.
 func (s *Store) insertEvents(ctx context.Context, evs []eventRecord) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	first, err := s.nextSeqs(ctx, len(evs))
-	if err != nil {
-		return err
-	}
-	docs := make([]any, len(evs))
-	now := time.Now().UnixMicro()
-	for i := range evs {
-		evs[i].Seq, evs[i].Inserted = first+int64(i), now
-		docs[i] = evs[i]
-	}
-	_, err = s.events.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	dups, ok := duplicateIndexes(err)
-	if !ok {
-		return fmt.Errorf("insert events: %w", err)
-	}
-	// An event stored already (a repeated flush) leaves its new number
-	// unused: a placeholder fills it, so that readers need not wait for it.
-	var fill []any
-	for i := range dups {
-		fill = append(fill, eventRecord{ID: fmt.Sprintf("gap:%d", evs[i].Seq), Seq: evs[i].Seq, Inserted: now, Gap: true})
-	}
-	if len(fill) > 0 {
+	for range 20 {
+		if len(evs) == 0 {
+			return nil
+		}
+		first, err := s.nextSeqs(ctx, len(evs))
+		if err != nil {
+			return err
+		}
+		docs := make([]any, len(evs))
+		now := time.Now().UnixMicro()
+		for i := range evs {
+			evs[i].Seq, evs[i].Inserted = first+int64(i), now
+			docs[i] = evs[i]
+		}
+		_, err = s.events.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+		dups, ok := duplicateIndexes(err)
+		if !ok {
+			return fmt.Errorf("insert events: %w", err)
+		}
+		if len(dups) == 0 {
+			return nil
+		}
+		refused := make([]string, 0, len(dups))
+		for i := range dups {
+			refused = append(refused, evs[i].ID)
+		}
+		stored, err := s.eventsStored(ctx, refused)
+		if err != nil {
+			return err
+		}
+		// A refused event leaves its new number unused: a placeholder
+		// fills it (unless another event holds it), so that readers need
+		// not wait for it.
+		var fill []any
+		var again []eventRecord
+		for _, i := range slices.Sorted(maps.Keys(dups)) {
+			fill = append(fill, eventRecord{ID: fmt.Sprintf("gap:%d", evs[i].Seq), Seq: evs[i].Seq, Inserted: now, Gap: true})
+			if !stored[evs[i].ID] {
+				again = append(again, evs[i])
+			}
+		}
 		if _, err := s.events.InsertMany(ctx, fill, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
 			return fmt.Errorf("insert events: %w", err)
 		}
+		evs = again
 	}
-	return nil
+	return fmt.Errorf("insert events: %w: their numbers taken 20 times over", store.ErrConflict)
+}
+
+// eventsStored returns which of the event IDs are in the log.
+func (s *Store) eventsStored(ctx context.Context, ids []string) (map[string]bool, error) {
+	cur, err := s.events.Find(ctx, bson.M{"_id": bson.M{"$in": ids}}, options.Find().SetProjection(bson.M{"_id": 1}))
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	var recs []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	out := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		out[r.ID] = true
+	}
+	return out, nil
 }
 
 // flush moves the outbox events of the records ids of coll into the event

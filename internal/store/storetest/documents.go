@@ -123,6 +123,84 @@ func testDocumentsPutTogether(t *testing.T, s store.Store) {
 	}
 }
 
+// testDocumentsPutConcurrently: writers putting pages of the same items at
+// once each get a version of their own for what they alone sent (numbered
+// 1..n, none lost, none twice), and content they all sent is stored once.
+func testDocumentsPutConcurrently(t *testing.T, s store.Store) {
+	const writers, items = 4, 10
+	mustPut(t, s, doc("acme", "item-0", "stored before")) // version 1 of item-0
+	results := make([][]store.PutResult, writers)
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			page := []store.Document{doc("acme", "shared", "the same from every writer")}
+			for i := range items {
+				page = append(page, doc("acme", fmt.Sprint("item-", i), fmt.Sprintf("writer %d's item %d", w, i)))
+			}
+			page = append(page, doc("acme", "item-0", "stored before"))
+			var err error
+			results[w], err = s.PutDocuments(ctx(t), page)
+			errs <- err
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := 0
+	for w, rs := range results {
+		if len(rs) != items+2 {
+			t.Fatalf("writer %d: %d results", w, len(rs))
+		}
+		for i, r := range rs {
+			if r.Err != nil {
+				t.Fatalf("writer %d, document %d: %v", w, i, r.Err)
+			}
+		}
+		if rs[0].Created {
+			created++
+		}
+		if rs[0].Stored.ID != results[0][0].Stored.ID || rs[items+1].Created || rs[items+1].Stored.Version != 1 {
+			t.Errorf("writer %d: shared %+v, stored before %+v", w, rs[0], rs[items+1])
+		}
+	}
+	if created != 1 {
+		t.Errorf("the same content created by %d writers, want 1", created)
+	}
+	for i := range items {
+		id := fmt.Sprint("item-", i)
+		versions := must(s.ListDocumentVersions(ctx(t), "acme", store.SourceEmail, id))(t)
+		want := writers
+		if i == 0 {
+			want++
+		}
+		var got []int
+		contents := map[string]bool{}
+		for _, v := range versions {
+			got = append(got, v.Version)
+			contents[string(v.Raw)] = true
+			if n := len(eventsOf(t, s, v.ID, store.EventDocumentStored)); n != 1 {
+				t.Errorf("%s version %d: %d document.stored events", id, v.Version, n)
+			}
+		}
+		for w := range writers {
+			if !contents[fmt.Sprintf("writer %d's item %d", w, i)] {
+				t.Errorf("%s: writer %d's version lost", id, w)
+			}
+		}
+		for v := range want {
+			if !slices.Contains(got, v+1) {
+				t.Errorf("%s: versions %v, want 1..%d", id, got, want)
+				break
+			}
+		}
+		if len(versions) != want {
+			t.Errorf("%s: %d versions, want %d", id, len(versions), want)
+		}
+	}
+}
+
 func mustPut(t *testing.T, s store.Store, d store.Document) (store.Document, bool) {
 	t.Helper()
 	got, created, err := s.PutDocument(ctx(t), d)

@@ -37,6 +37,7 @@ func Exercise(t *testing.T, newStore NewStore) { ExerciseCaps(t, newStore, All) 
 func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 	t.Run("DocumentsIdempotentPut", func(t *testing.T) { t.Parallel(); testDocumentPut(t, newStore(t)) })
 	t.Run("DocumentsPutTogether", func(t *testing.T) { t.Parallel(); testDocumentsPutTogether(t, newStore(t)) })
+	t.Run("DocumentsPutConcurrently", func(t *testing.T) { t.Parallel(); testDocumentsPutConcurrently(t, newStore(t)) })
 	t.Run("DocumentsValidation", func(t *testing.T) { t.Parallel(); testDocumentValidation(t, newStore(t)) })
 	t.Run("DocumentsClaimAndRescue", func(t *testing.T) { t.Parallel(); testDocumentClaim(t, newStore(t)) })
 	t.Run("DocumentsClaimLiveFirst", func(t *testing.T) { t.Parallel(); testDocumentPriority(t, newStore(t)) })
