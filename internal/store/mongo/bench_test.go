@@ -3,6 +3,7 @@ package mongo_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,4 +71,44 @@ func BenchmarkTaskCycle(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 	b.ReportMetric(float64(enqueue)/float64(b.N), "enqueue-cmds/task")
 	b.ReportMetric(float64(commands.Load()-start-enqueue)/float64(b.N), "claim+complete-cmds/task")
+}
+
+// BenchmarkPutDocuments stores new documents in pages of 100, as a
+// poller's page or an import's run puts them, reporting documents/s and
+// the server commands each costs.
+func BenchmarkPutDocuments(b *testing.B) {
+	uri := integration.Env(b, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
+	var commands atomic.Int64
+	ctx := context.Background()
+	db := fmt.Sprintf("jervis_bench_%d", time.Now().UnixNano()%1e9)
+	s, err := mongo.Open(ctx, mongo.Options{URI: uri, Database: db, Monitor: &event.CommandMonitor{
+		Started: func(context.Context, *event.CommandStartedEvent) { commands.Add(1) },
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	body := strings.Repeat("a line of an issue's description ", 30)
+	b.ResetTimer()
+	start := commands.Load()
+	for i := 0; i < b.N; i += 100 {
+		page := make([]store.Document, 0, 100)
+		for j := i; j < min(b.N, i+100); j++ {
+			id := fmt.Sprint("ISSUE-", j)
+			page = append(page, store.Document{Client: "acme", SourceType: store.SourceJira, ExternalID: id, Raw: []byte(id + body),
+				Normalized: store.Normalized{Title: id, Body: body}})
+		}
+		rs, err := s.PutDocuments(ctx, page)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Err != nil || !r.Created {
+				b.Fatalf("%+v", r)
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
+	b.ReportMetric(float64(commands.Load()-start)/float64(b.N), "cmds/doc")
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
@@ -114,14 +116,100 @@ func (s *Store) storeLarge(id string, raw, normalized []byte) error {
 	return nil
 }
 
-// PutDocuments implements store.Documents: one document after another
-// (a document is one insert with its event in its outbox).
+// PutDocuments implements store.Documents. A page is put in a few
+// commands, not seven a document: the versions already stored are found
+// by one query, the latest version of each item by another, and the new
+// records are inserted unordered in one command, their events flushed
+// together. An item named more than once in the call, and a record a
+// concurrent writer beat to its version number or content, is put after
+// that, one at a time, as PutDocument puts it.
 func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]store.PutResult, error) {
+	now := time.Now()
 	out := make([]store.PutResult, len(docs))
+	normalized := make([][]byte, len(docs))
+	named := map[item]int{}
 	for i, d := range docs {
-		stored, created, err := s.PutDocument(ctx, d)
+		d, err := store.PrepareDocument(d, now)
+		if err == nil {
+			if normalized[i], err = json.Marshal(d.Normalized); err != nil {
+				err = fmt.Errorf("%w: normalized: %v", store.ErrInvalid, err)
+			}
+		}
+		out[i] = store.PutResult{Stored: d, Err: err}
+		if err == nil {
+			named[item{d.Client, string(d.SourceType), d.ExternalID}]++
+		}
+	}
+	var batch, alone []int // indexes into docs
+	for i, r := range out {
+		if r.Err != nil {
+			continue
+		}
+		if named[item{r.Stored.Client, string(r.Stored.SourceType), r.Stored.ExternalID}] > 1 {
+			alone = append(alone, i)
+		} else {
+			batch = append(batch, i)
+		}
+	}
+	if len(batch) > 0 {
+		ids := make([]string, len(batch))
+		for j, i := range batch {
+			ids[j] = out[i].Stored.ID
+		}
+		stored, err := s.findDocuments(ctx, bson.M{"_id": bson.M{"$in": ids}}, true, options.Find())
+		if err != nil {
+			return nil, fmt.Errorf("put documents: %w", err)
+		}
+		byID := make(map[string]store.Document, len(stored))
+		for _, d := range stored {
+			byID[d.ID] = d
+		}
+		latest, err := s.latestVersions(ctx, out, batch)
+		if err != nil {
+			return nil, err
+		}
+		var recs []any
+		var inserted []int
+		for _, i := range batch {
+			d := out[i].Stored
+			if got, ok := byID[d.ID]; ok && got.Client == d.Client {
+				out[i].Stored = got
+				continue
+			}
+			d.Version = latest[item{d.Client, string(d.SourceType), d.ExternalID}] + 1
+			r, err := s.record(d, normalized[i], now)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Stored, out[i].Created = d, true
+			recs = append(recs, r)
+			inserted = append(inserted, i)
+		}
+		if len(recs) > 0 {
+			_, err := s.docs.InsertMany(ctx, recs, options.InsertMany().SetOrdered(false))
+			refused, ok := duplicateIndexes(err)
+			if !ok {
+				return nil, fmt.Errorf("put documents: %w", err)
+			}
+			var flush []string
+			for j, i := range inserted {
+				if refused[j] {
+					out[i].Stored, out[i].Created = docs[i], false
+					alone = append(alone, i)
+				} else {
+					flush = append(flush, out[i].Stored.ID)
+				}
+			}
+			if err := s.flush(ctx, s.docs, flush); err != nil {
+				return nil, err
+			}
+		}
+	}
+	slices.Sort(alone)
+	for _, i := range alone {
+		stored, created, err := s.PutDocument(ctx, docs[i])
 		if errors.Is(err, store.ErrInvalid) {
-			out[i].Err = err
+			out[i] = store.PutResult{Err: err}
 			continue
 		}
 		if err != nil {
@@ -130,6 +218,55 @@ func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]stor
 		out[i] = store.PutResult{Stored: stored, Created: created}
 	}
 	return out, nil
+}
+
+// item names an external item: its versions share it.
+type item struct{ client, source, external string }
+
+// latestVersions returns the highest version stored of each item of the
+// documents at the indexes batch of out (none: absent), by one query.
+func (s *Store) latestVersions(ctx context.Context, out []store.PutResult, batch []int) (map[item]int, error) {
+	clients, sources, externals := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, i := range batch {
+		d := out[i].Stored
+		clients[d.Client], sources[string(d.SourceType)], externals[d.ExternalID] = true, true, true
+	}
+	in := func(set map[string]bool) bson.M { return bson.M{"$in": slices.Sorted(maps.Keys(set))} }
+	cur, err := s.docs.Find(ctx, bson.M{"client": in(clients), "sourceType": in(sources), "externalId": in(externals)},
+		options.Find().SetProjection(bson.M{"client": 1, "sourceType": 1, "externalId": 1, "version": 1}))
+	if err != nil {
+		return nil, fmt.Errorf("put documents: versions: %w", err)
+	}
+	var recs []docRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("put documents: versions: %w", err)
+	}
+	latest := make(map[item]int, len(recs))
+	for _, r := range recs {
+		k := item{r.Client, r.SourceType, r.ExternalID}
+		latest[k] = max(latest[k], r.Version)
+	}
+	return latest, nil
+}
+
+// record is the record of a new document version (prepared, its version
+// numbered) with its "stored" event in the outbox; large payloads are
+// written to GridFS first.
+func (s *Store) record(doc store.Document, normalized []byte, now time.Time) (docRecord, error) {
+	r := docRecord{
+		ID: doc.ID, Client: doc.Client, SourceType: string(doc.SourceType), Connection: doc.Connection,
+		ExternalID: doc.ExternalID, Version: doc.Version, ContentHash: doc.ContentHash, Raw: doc.Raw,
+		Normalized: string(normalized), ObservedAt: micros(doc.ObservedAt), Priority: doc.Priority, State: string(doc.State),
+		MaxAttempts: doc.MaxAttempts, UpdatedAt: micros(now), Degraded: len(doc.Normalized.Warnings) > 0,
+	}
+	if len(doc.Raw)+len(normalized) > inlineLimit {
+		if err := s.storeLarge(doc.ID, doc.Raw, normalized); err != nil {
+			return r, err
+		}
+		r.Raw, r.Normalized, r.Large = nil, "{}", true
+	}
+	r.Outbox = []eventRecord{toEventRecord(outboxKey(doc.ID, 0), store.DocumentStoredEvent(doc, now))}
+	return r, nil
 }
 
 // PutDocument implements store.Documents. Order: (large payloads to
@@ -160,19 +297,10 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 			return doc, false, fmt.Errorf("put document: %w", err)
 		}
 		doc.Version = last.Version + 1
-		r := docRecord{
-			ID: doc.ID, Client: doc.Client, SourceType: string(doc.SourceType), Connection: doc.Connection,
-			ExternalID: doc.ExternalID, Version: doc.Version, ContentHash: doc.ContentHash, Raw: doc.Raw,
-			Normalized: string(normalized), ObservedAt: micros(doc.ObservedAt), Priority: doc.Priority, State: string(doc.State),
-			MaxAttempts: doc.MaxAttempts, UpdatedAt: micros(now), Degraded: len(doc.Normalized.Warnings) > 0,
+		r, err := s.record(doc, normalized, now)
+		if err != nil {
+			return doc, false, err
 		}
-		if len(doc.Raw)+len(normalized) > inlineLimit {
-			if err := s.storeLarge(doc.ID, doc.Raw, normalized); err != nil {
-				return doc, false, err
-			}
-			r.Raw, r.Normalized, r.Large = nil, "{}", true
-		}
-		r.Outbox = []eventRecord{toEventRecord(outboxKey(doc.ID, 0), store.DocumentStoredEvent(doc, now))}
 		_, err = s.docs.InsertOne(ctx, r)
 		if onlyDuplicates(err) {
 			continue // the same content, or the same version number, stored meanwhile
