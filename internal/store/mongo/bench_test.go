@@ -112,3 +112,50 @@ func BenchmarkPutDocuments(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
 	b.ReportMetric(float64(commands.Load()-start)/float64(b.N), "cmds/doc")
 }
+
+// BenchmarkQualifierSaves saves what the rules qualifier saves for a batch
+// of 32 documents besides their transitions — three TaskMemories a document
+// (its data task and two link tasks, as on the dev Jira corpus) and the
+// identity facts its item states (six) — reporting documents/s and the
+// server commands each costs.
+func BenchmarkQualifierSaves(b *testing.B) {
+	uri := integration.Env(b, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
+	var commands atomic.Int64
+	ctx := context.Background()
+	db := fmt.Sprintf("jervis_bench_%d", time.Now().UnixNano()%1e9)
+	s, err := mongo.Open(ctx, mongo.Options{URI: uri, Database: db, Monitor: &event.CommandMonitor{
+		Started: func(context.Context, *event.CommandStartedEvent) { commands.Add(1) },
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	seen := time.Now()
+	b.ResetTimer()
+	start := commands.Load()
+	for i := 0; i < b.N; i += 32 {
+		var ms []store.TaskMemory
+		var sets []store.IdentityFactSet
+		for j := i; j < min(b.N, i+32); j++ {
+			for k := range 3 {
+				ms = append(ms, store.TaskMemory{TaskID: fmt.Sprintf("t%d-%d", j, k), Client: "acme", ContextSummary: "an issue's summary",
+					RoutingDecision: store.TaskDone, SourceType: store.SourceJira, SourceID: fmt.Sprint("d", j)})
+			}
+			var facts []store.IdentityFact
+			for k := range 6 {
+				facts = append(facts, store.IdentityFact{Ref: fmt.Sprint("person:p", (j+k)%50), Kind: store.FactName, Value: fmt.Sprint("person ", (j+k)%50),
+					Evidence: "Assignee: someone", Seen: seen})
+			}
+			sets = append(sets, store.IdentityFactSet{Client: "acme", Source: fmt.Sprint("jira:i-", j), Facts: facts})
+		}
+		if err := s.SaveTaskMemories(ctx, ms); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.PutIdentityFactSets(ctx, sets); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
+	b.ReportMetric(float64(commands.Load()-start)/float64(b.N), "cmds/doc")
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -49,46 +50,85 @@ func (s *Store) findFacts(ctx context.Context, filter bson.M) ([]store.IdentityF
 	return out, err
 }
 
-// PutIdentityFacts implements store.Identities. Order: the new facts are
-// upserted, then the source's others removed, then the version moved; a
-// crash part way is finished by the task's retry.
+// PutIdentityFacts implements store.Identities, as PutIdentityFactSets
+// does for one set.
 func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, facts []store.IdentityFact) error {
-	if client == "" || source == "" {
-		return fmt.Errorf("%w: identity facts: client and source are required", store.ErrInvalid)
-	}
-	want, err := store.PrepareFacts(source, facts)
-	if err != nil {
-		return err
-	}
-	had, err := s.findFacts(ctx, bson.M{"client": client, "source": source})
-	if err != nil {
-		return err
-	}
-	if store.SameFacts(had, want) {
-		return nil
-	}
-	ids := make([]string, 0, len(want))
-	for _, f := range want {
-		id := pairKey(client, source+"\x00"+f.Ref+"\x00"+f.Kind+"\x00"+f.Value)
-		ids = append(ids, id)
-		r := factRecord{ID: id, Client: client, Source: source, Ref: f.Ref, Kind: f.Kind, Value: f.Value, Evidence: f.Evidence, Seen: micros(f.Seen)}
-		if _, err := s.facts.ReplaceOne(ctx, bson.M{"_id": id}, r, options.Replace().SetUpsert(true)); err != nil {
-			return fmt.Errorf("put identity facts: %w", err)
-		}
-	}
-	if _, err := s.facts.DeleteMany(ctx, bson.M{"client": client, "source": source, "_id": bson.M{"$nin": ids}}); err != nil {
-		return fmt.Errorf("put identity facts: %w", err)
-	}
-	return s.bumpIdentity(ctx, client)
+	return s.PutIdentityFactSets(ctx, []store.IdentityFactSet{{Client: client, Source: source, Facts: facts}})
 }
 
-// PutIdentityFactSets implements store.Identities: each set as
-// PutIdentityFacts (each is idempotent; a failure part way is finished by
-// the retry).
+// PutIdentityFactSets implements store.Identities: every set checked first,
+// the facts the sources had read by one query, and for each source whose
+// facts changed its new facts upserted and its others removed by one
+// unordered bulk write; then the version of each client with a change is
+// moved. A crash part way is finished by the task's retry (each step is
+// idempotent). A source named twice ends with its last set.
 func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFactSet) error {
+	type key struct{ client, source string }
+	want := map[key][]store.IdentityFact{}
+	var order []key
 	for _, set := range sets {
-		if err := s.PutIdentityFacts(ctx, set.Client, set.Source, set.Facts); err != nil {
+		if set.Client == "" || set.Source == "" {
+			return fmt.Errorf("%w: identity facts: client and source are required", store.ErrInvalid)
+		}
+		facts, err := store.PrepareFacts(set.Source, set.Facts)
+		if err != nil {
 			return err
+		}
+		k := key{set.Client, set.Source}
+		if _, ok := want[k]; !ok {
+			order = append(order, k)
+		}
+		want[k] = facts
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	sources := make(bson.A, len(order))
+	for i, k := range order {
+		sources[i] = bson.M{"client": k.client, "source": k.source}
+	}
+	cur, err := s.facts.Find(ctx, bson.M{"$or": sources}, options.Find().SetSort(factOrder))
+	if err != nil {
+		return fmt.Errorf("put identity facts: %w", err)
+	}
+	var recs []factRecord
+	if err := cur.All(ctx, &recs); err != nil {
+		return fmt.Errorf("put identity facts: %w", err)
+	}
+	had := map[key][]store.IdentityFact{}
+	for _, r := range recs {
+		k := key{r.Client, r.Source}
+		had[k] = append(had[k], r.fact())
+	}
+	var models []mgo.WriteModel
+	var stale bson.A     // each changed source's facts it no longer states
+	var changed []string // clients
+	for _, k := range order {
+		if store.SameFacts(had[k], want[k]) {
+			continue
+		}
+		ids := make([]string, 0, len(want[k]))
+		for _, f := range want[k] {
+			id := pairKey(k.client, k.source+"\x00"+f.Ref+"\x00"+f.Kind+"\x00"+f.Value)
+			ids = append(ids, id)
+			r := factRecord{ID: id, Client: k.client, Source: k.source, Ref: f.Ref, Kind: f.Kind, Value: f.Value, Evidence: f.Evidence, Seen: micros(f.Seen)}
+			models = append(models, mgo.NewReplaceOneModel().SetFilter(bson.M{"_id": id}).SetReplacement(r).SetUpsert(true))
+		}
+		stale = append(stale, bson.M{"client": k.client, "source": k.source, "_id": bson.M{"$nin": ids}})
+		if !slices.Contains(changed, k.client) {
+			changed = append(changed, k.client)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	models = append(models, mgo.NewDeleteManyModel().SetFilter(bson.M{"$or": stale}))
+	if _, err := s.facts.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+		return fmt.Errorf("put identity facts: %w", err)
+	}
+	for _, client := range changed {
+		if err := s.bumpIdentity(ctx, client); err != nil {
+			return fmt.Errorf("put identity facts: %w", err)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,29 +20,47 @@ import (
 // ID held by another client collides on the primary key), then append its
 // event.
 func (s *Store) SaveTaskMemory(ctx context.Context, m store.TaskMemory) error {
-	now := time.Now()
-	m, data, err := store.PrepareTaskMemory(m, now)
-	if err != nil {
-		return err
-	}
-	_, err = s.memories.UpdateOne(ctx, bson.M{"_id": m.TaskID, "client": m.Client},
-		bson.M{"$set": bson.M{"data": string(data), "updatedAt": micros(now)}}, options.Update().SetUpsert(true))
-	if mgo.IsDuplicateKeyError(err) {
-		return fmt.Errorf("task memory %s belongs to another client: %w", m.TaskID, store.ErrConflict)
-	}
-	if err != nil {
-		return fmt.Errorf("save task memory: %w", err)
-	}
-	_, err = s.AppendEvent(ctx, store.TaskMemoryEvent(m, now))
-	return err
+	return s.SaveTaskMemories(ctx, []store.TaskMemory{m})
 }
 
-// SaveTaskMemories implements store.Memories: each as SaveTaskMemory
-// (each is idempotent; a failure part way is finished by the retry).
+// SaveTaskMemories implements store.Memories: every memory checked first,
+// then upserted by one unordered bulk write and their events appended by
+// one insert (each is idempotent; a failure part way is finished by the
+// retry). A memory whose task ID another client holds is not saved, and
+// the first of those is the error, after the others are saved.
 func (s *Store) SaveTaskMemories(ctx context.Context, ms []store.TaskMemory) error {
-	for _, m := range ms {
-		if err := s.SaveTaskMemory(ctx, m); err != nil {
+	now := time.Now()
+	ms = slices.Clone(ms)
+	models := make([]mgo.WriteModel, len(ms))
+	for i := range ms {
+		m, data, err := store.PrepareTaskMemory(ms[i], now)
+		if err != nil {
 			return err
+		}
+		ms[i] = m
+		models[i] = mgo.NewUpdateOneModel().SetFilter(bson.M{"_id": m.TaskID, "client": m.Client}).
+			SetUpdate(bson.M{"$set": bson.M{"data": string(data), "updatedAt": micros(now)}}).SetUpsert(true)
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	_, err := s.memories.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	refused, ok := duplicateIndexes(err)
+	if !ok {
+		return fmt.Errorf("save task memories: %w", err)
+	}
+	evs := make([]eventRecord, 0, len(ms))
+	for i, m := range ms {
+		if !refused[i] {
+			evs = append(evs, toEventRecord(newID(), store.TaskMemoryEvent(m, now)))
+		}
+	}
+	if err := s.insertEvents(ctx, evs); err != nil {
+		return err
+	}
+	for i, m := range ms {
+		if refused[i] {
+			return fmt.Errorf("task memory %s belongs to another client: %w", m.TaskID, store.ErrConflict)
 		}
 	}
 	return nil

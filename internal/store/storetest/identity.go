@@ -194,6 +194,13 @@ func testIdentityFactSets(t *testing.T, s store.Store) {
 	if got := must(s.ListIdentityFacts(c, "acme"))(t); len(got) != 1 || got[0].Source != "email:1" {
 		t.Fatalf("after emptying a source: %+v", got)
 	}
+	// A source named twice in one call ends with what its last set says.
+	if err := s.PutIdentityFactSets(c, []store.IdentityFactSet{sets[0], {Client: "acme", Source: "email:1", Facts: []store.IdentityFact{bob}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(s.ListIdentityFacts(c, "acme"))(t); len(got) != 1 || got[0].Source != "email:1" || got[0].Ref != "person:bob" {
+		t.Fatalf("a source named twice: %+v", got)
+	}
 	if err := s.PutIdentityFactSets(c, []store.IdentityFactSet{{Client: "acme", Source: "jira:ops-2", Facts: []store.IdentityFact{{Ref: "person:x"}}}}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("a fact without kind and value: %v", err)
 	}

@@ -432,4 +432,9 @@ func testTaskMemories(t *testing.T, s store.Store) {
 	if got := must(s.GetTaskMemory(ctx(t), "globex", "t3"))(t); got.ContextSummary != "third" {
 		t.Fatalf("another client's memory overwritten: %q", got.ContextSummary)
 	}
+	for id, want := range map[string]int{"t1": 2, "t2": 2, "t3": 1} { // a task.memory event a save
+		if got := len(eventsOf(t, s, id, store.EventTaskMemorySaved)); got != want {
+			t.Errorf("%s: %d task.memory events, want %d", id, got, want)
+		}
+	}
 }
