@@ -32,9 +32,10 @@ func TestSimilarQueryTakesTheTitleThenTheRepeatedWords(t *testing.T) {
 	}
 }
 
-// TestSimilar: the whole item is the query; the item itself, a link's
-// context quoting it and other clients' items are never among its similar
-// items; the similarity is relative to the item's own score.
+// TestSimilar: the whole item is the query, by its words and its vector;
+// the item itself, a link's context quoting it and other clients' items
+// are never among its similar items; the similarity is relative to the
+// item's own score.
 func TestSimilar(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -99,8 +100,28 @@ func TestSimilar(t *testing.T) {
 		Relations: []kb.MetaRelation{{From: "jira:T-4", Type: "relates", To: "jira:T-1"}}, SourceURN: "JIRA:T-4", SourceType: "JIRA", Kind: kb.KindBody}); err != nil {
 		t.Fatal(err)
 	}
-	if edges, err := e.kb.DuplicateEdges(ctx, "acme", res, 1e-9); err != nil || len(edges) != 1 || edges[0].To != "jira:t-2" {
+	// (From SimilarAlpha up: more than the vector side alone can give,
+	// which the unrelated T-3 has a little of.)
+	if edges, err := e.kb.DuplicateEdges(ctx, "acme", res, kb.SimilarAlpha); err != nil || len(edges) != 1 || edges[0].To != "jira:t-2" {
 		t.Fatalf("edges past a linked item: %+v %v", edges, err)
+	}
+
+	// An item that shares no word with it is found by its vector (GloVe's),
+	// below those that share its words and above one about something else;
+	// by the vector alone neither is more than SimilarAlpha alike.
+	issue("acme", "T-5", "Authentication errors", "Authentication is denied for accounts whose passcode was changed.", kb.KindBody)
+	issue("acme", "T-6", "Colour palette", "The colour palette of the chart uses pastel tones.", kb.KindBody)
+	res, err = e.kb.Similar(ctx, kb.SimilarRequest{Client: "acme", SourceURN: "JIRA:T-1", Title: "Login fails after password reset", Text: login, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	urns = urns[:0]
+	for _, it := range res.Items {
+		urns = append(urns, it.SourceURN)
+	}
+	i, j := slices.Index(urns, "JIRA:T-5"), slices.Index(urns, "JIRA:T-6")
+	if i < 2 || j >= 0 && j < i || res.Items[i].Score > kb.SimilarAlpha || res.Items[i].Score >= res.Items[1].Score {
+		t.Fatalf("similar items by vector: %v", urns)
 	}
 
 	if _, err := e.kb.Similar(ctx, kb.SimilarRequest{Client: "acme", SourceURN: "JIRA:T-404", Title: "x", Text: "y"}); !errors.Is(err, kb.ErrNotIndexed) {
