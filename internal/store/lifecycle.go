@@ -12,6 +12,24 @@ import (
 // The rules every backend applies: what a valid document, task, key or
 // memory is, the state machines' transitions, and the events they record.
 
+// PrepareDocuments prepares each of docs for PutDocuments as
+// PrepareDocument does, with its Normalized encoded as the JSON backends
+// store: results[i].Stored is docs[i] prepared, or results[i].Err says
+// why it is refused (ErrInvalid); normalized[i] is its JSON.
+func PrepareDocuments(docs []Document, now time.Time) (results []PutResult, normalized [][]byte) {
+	results, normalized = make([]PutResult, len(docs)), make([][]byte, len(docs))
+	for i, d := range docs {
+		d, err := PrepareDocument(d, now)
+		if err == nil {
+			if normalized[i], err = json.Marshal(d.Normalized); err != nil {
+				err = fmt.Errorf("%w: normalized: %v", ErrInvalid, err)
+			}
+		}
+		results[i] = PutResult{Stored: d, Err: err}
+	}
+	return results, normalized
+}
+
 // PrepareDocument validates doc and fills in what the store derives: the
 // content hash (from Raw when empty), the ID, the initial state and limits.
 // Backends call it at the top of PutDocument.

@@ -22,20 +22,8 @@ import (
 // against the server you deploy on: TEST_MONGO_URI=... go test
 // ./internal/store/mongo -run '^$' -bench TaskCycle -benchtime=2000x.
 func BenchmarkTaskCycle(b *testing.B) {
-	uri := integration.Env(b, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
-	var commands atomic.Int64
+	s, commands := openCounting(b)
 	ctx := context.Background()
-	db := fmt.Sprintf("jervis_bench_%d", time.Now().UnixNano()%1e9)
-	s, err := mongo.Open(ctx, mongo.Options{URI: uri, Database: db, Monitor: &event.CommandMonitor{
-		Started: func(context.Context, *event.CommandStartedEvent) { commands.Add(1) },
-	}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
-	if server, err := s.ServerVersion(ctx); err == nil {
-		b.Logf("server: %s", server)
-	}
 	b.ResetTimer()
 	start := commands.Load()
 	for i := 0; i < b.N; i += 100 {
@@ -77,17 +65,8 @@ func BenchmarkTaskCycle(b *testing.B) {
 // poller's page or an import's run puts them, reporting documents/s and
 // the server commands each costs.
 func BenchmarkPutDocuments(b *testing.B) {
-	uri := integration.Env(b, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
-	var commands atomic.Int64
+	s, commands := openCounting(b)
 	ctx := context.Background()
-	db := fmt.Sprintf("jervis_bench_%d", time.Now().UnixNano()%1e9)
-	s, err := mongo.Open(ctx, mongo.Options{URI: uri, Database: db, Monitor: &event.CommandMonitor{
-		Started: func(context.Context, *event.CommandStartedEvent) { commands.Add(1) },
-	}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
 	body := strings.Repeat("a line of an issue's description ", 30)
 	b.ResetTimer()
 	start := commands.Load()
@@ -119,17 +98,8 @@ func BenchmarkPutDocuments(b *testing.B) {
 // identity facts its item states (six) — reporting documents/s and the
 // server commands each costs.
 func BenchmarkQualifierSaves(b *testing.B) {
-	uri := integration.Env(b, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
-	var commands atomic.Int64
+	s, commands := openCounting(b)
 	ctx := context.Background()
-	db := fmt.Sprintf("jervis_bench_%d", time.Now().UnixNano()%1e9)
-	s, err := mongo.Open(ctx, mongo.Options{URI: uri, Database: db, Monitor: &event.CommandMonitor{
-		Started: func(context.Context, *event.CommandStartedEvent) { commands.Add(1) },
-	}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
 	seen := time.Now()
 	b.ResetTimer()
 	start := commands.Load()
@@ -158,4 +128,23 @@ func BenchmarkQualifierSaves(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
 	b.ReportMetric(float64(commands.Load()-start)/float64(b.N), "cmds/doc")
+}
+
+// openCounting opens a store on a database of its own (dropped after the
+// benchmark) whose driver counts the commands it sends.
+func openCounting(b *testing.B) (*mongo.Store, *atomic.Int64) {
+	uri := integration.Env(b, "TEST_MONGO_URI", "export TEST_MONGO_URI=$(deploy/ferretdb.sh start)")
+	commands := new(atomic.Int64)
+	db := fmt.Sprintf("jervis_bench_%d", time.Now().UnixNano()%1e9)
+	s, err := mongo.Open(context.Background(), mongo.Options{URI: uri, Database: db, Monitor: &event.CommandMonitor{
+		Started: func(context.Context, *event.CommandStartedEvent) { commands.Add(1) },
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Drop(context.Background()); _ = s.Close() })
+	if server, err := s.ServerVersion(context.Background()); err == nil {
+		b.Logf("server: %s", server)
+	}
+	return s, commands
 }

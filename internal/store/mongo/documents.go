@@ -125,19 +125,11 @@ func (s *Store) storeLarge(id string, raw, normalized []byte) error {
 // that, one at a time, as PutDocument puts it.
 func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]store.PutResult, error) {
 	now := time.Now()
-	out := make([]store.PutResult, len(docs))
-	normalized := make([][]byte, len(docs))
+	out, normalized := store.PrepareDocuments(docs, now)
 	named := map[item]int{}
-	for i, d := range docs {
-		d, err := store.PrepareDocument(d, now)
-		if err == nil {
-			if normalized[i], err = json.Marshal(d.Normalized); err != nil {
-				err = fmt.Errorf("%w: normalized: %v", store.ErrInvalid, err)
-			}
-		}
-		out[i] = store.PutResult{Stored: d, Err: err}
-		if err == nil {
-			named[item{d.Client, string(d.SourceType), d.ExternalID}]++
+	for _, r := range out {
+		if r.Err == nil {
+			named[itemOf(r.Stored)]++
 		}
 	}
 	var batch, alone []int // indexes into docs
@@ -145,7 +137,7 @@ func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]stor
 		if r.Err != nil {
 			continue
 		}
-		if named[item{r.Stored.Client, string(r.Stored.SourceType), r.Stored.ExternalID}] > 1 {
+		if named[itemOf(r.Stored)] > 1 {
 			alone = append(alone, i)
 		} else {
 			batch = append(batch, i)
@@ -176,7 +168,7 @@ func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]stor
 				out[i].Stored = got
 				continue
 			}
-			d.Version = latest[item{d.Client, string(d.SourceType), d.ExternalID}] + 1
+			d.Version = latest[itemOf(d)] + 1
 			r, err := s.record(d, normalized[i], now)
 			if err != nil {
 				return nil, err
@@ -223,13 +215,15 @@ func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]stor
 // item names an external item: its versions share it.
 type item struct{ client, source, external string }
 
+func itemOf(d store.Document) item { return item{d.Client, string(d.SourceType), d.ExternalID} }
+
 // latestVersions returns the highest version stored of each item of the
 // documents at the indexes batch of out (none: absent), by one query.
 func (s *Store) latestVersions(ctx context.Context, out []store.PutResult, batch []int) (map[item]int, error) {
 	clients, sources, externals := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, i := range batch {
-		d := out[i].Stored
-		clients[d.Client], sources[string(d.SourceType)], externals[d.ExternalID] = true, true, true
+		k := itemOf(out[i].Stored)
+		clients[k.client], sources[k.source], externals[k.external] = true, true, true
 	}
 	in := func(set map[string]bool) bson.M { return bson.M{"$in": slices.Sorted(maps.Keys(set))} }
 	cur, err := s.docs.Find(ctx, bson.M{"client": in(clients), "sourceType": in(sources), "externalId": in(externals)},
@@ -276,13 +270,10 @@ func (s *Store) record(doc store.Document, normalized []byte, now time.Time) (do
 // takes the next.
 func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Document, bool, error) {
 	now := time.Now()
-	doc, err := store.PrepareDocument(doc, now)
-	if err != nil {
+	prepared, encoded := store.PrepareDocuments([]store.Document{doc}, now)
+	doc, normalized := prepared[0].Stored, encoded[0]
+	if err := prepared[0].Err; err != nil {
 		return doc, false, err
-	}
-	normalized, err := json.Marshal(doc.Normalized)
-	if err != nil {
-		return doc, false, fmt.Errorf("%w: normalized: %v", store.ErrInvalid, err)
 	}
 	for range 20 {
 		if existing, err := s.GetDocument(ctx, doc.Client, doc.ID); err == nil {

@@ -102,22 +102,8 @@ func (s *Store) PutDocument(ctx context.Context, doc store.Document) (store.Docu
 // commits for the dev Jira corpus's import).
 func (s *Store) PutDocuments(ctx context.Context, docs []store.Document) ([]store.PutResult, error) {
 	now := time.Now()
-	out := make([]store.PutResult, len(docs))
-	normalized := make([][]byte, len(docs))
-	valid := 0
-	for i, d := range docs {
-		d, err := store.PrepareDocument(d, now)
-		if err == nil {
-			if normalized[i], err = json.Marshal(d.Normalized); err != nil {
-				err = fmt.Errorf("%w: normalized: %v", store.ErrInvalid, err)
-			}
-		}
-		out[i] = store.PutResult{Stored: d, Err: err}
-		if err == nil {
-			valid++
-		}
-	}
-	if valid == 0 {
+	out, normalized := store.PrepareDocuments(docs, now)
+	if !slices.ContainsFunc(out, func(r store.PutResult) bool { return r.Err == nil }) {
 		return out, nil
 	}
 	err := s.db.Write(ctx, "put documents", func(tx sqlitedb.Tx) error {
