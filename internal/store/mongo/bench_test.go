@@ -61,6 +61,50 @@ func BenchmarkTaskCycle(b *testing.B) {
 	b.ReportMetric(float64(commands.Load()-start-enqueue)/float64(b.N), "claim+complete-cmds/task")
 }
 
+// BenchmarkDocumentCycle stores new documents in pages of 100, then claims
+// them 64 at a time, as the indexers do, and marks each batch INDEXED with
+// one TransitionDocuments, reporting documents/s and the server commands
+// each claim and completion costs.
+func BenchmarkDocumentCycle(b *testing.B) {
+	s, commands := openCounting(b)
+	ctx := context.Background()
+	for i := 0; i < b.N; i += 100 {
+		page := make([]store.Document, 0, 100)
+		for j := i; j < min(b.N, i+100); j++ {
+			id := fmt.Sprint("ISSUE-", j)
+			page = append(page, store.Document{Client: "acme", SourceType: store.SourceJira, ExternalID: id, Raw: []byte(id),
+				Normalized: store.Normalized{Title: id, Body: "an issue"}})
+		}
+		if _, err := s.PutDocuments(ctx, page); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	start := commands.Load()
+	done := 0
+	for done < b.N {
+		now := time.Now()
+		got, err := s.ClaimDocuments(ctx, store.Claim{Owner: "bench", Limit: 64, Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got) == 0 {
+			b.Fatalf("nothing to claim after %d of %d", done, b.N)
+		}
+		ts := make([]store.DocumentTransition, len(got))
+		for i, d := range got {
+			ts[i] = store.DocumentTransition{ID: d.ID, From: store.DocIndexing, To: store.DocIndexed, Owner: "bench"}
+		}
+		if err := s.TransitionDocuments(ctx, ts); err != nil {
+			b.Fatal(err)
+		}
+		done += len(got)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
+	b.ReportMetric(float64(commands.Load()-start)/float64(b.N), "claim+complete-cmds/doc")
+}
+
 // BenchmarkPutDocuments stores new documents in pages of 100, as a
 // poller's page or an import's run puts them, reporting documents/s and
 // the server commands each costs.

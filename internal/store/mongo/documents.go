@@ -410,31 +410,39 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 		if len(cands) == 0 {
 			return nil, nil
 		}
-		out, err := takeAll(ctx, s, s.docs, cands, func(r docRecord) (store.Document, string, bool, error) {
+		docs := make([]store.Document, 0, len(cands))
+		cs := make([]cas, 0, len(cands))
+		for _, r := range cands {
 			d, err := r.document()
 			if err != nil {
-				return d, "", false, err
+				return nil, err
 			}
 			d.State, d.LeaseOwner, d.LeaseUntil, d.UpdatedAt = store.DocIndexing, c.Owner, c.LeaseUntil, c.Now
 			d.Attempts++
-			ok, err := s.compareAndSet(ctx, s.docs, r.ID, r.Rev, leaseSet(string(d.State), c.Owner, c.LeaseUntil, d.Attempts, c.Now),
-				store.DocumentStateEvent(d, store.DocNew, c.Owner, "claim", c.Now))
-			if !ok || err != nil {
-				return d, d.ID, false, err
-			}
+			docs = append(docs, d)
+			cs = append(cs, cas{r.ID, r.Rev, leaseSet(string(d.State), c.Owner, c.LeaseUntil, d.Attempts, c.Now),
+				store.DocumentStateEvent(d, store.DocNew, c.Owner, "claim", c.Now)})
+		}
+		taken, err := s.takeAll(ctx, s.docs, cs)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]store.Document, 0, len(taken))
+		for _, i := range taken {
+			d, r := docs[i], cands[i]
 			if err := s.loadLarge(&r, true); err != nil {
-				return d, d.ID, true, err
+				return out, err
 			}
 			d.Raw = r.Raw
 			if r.Large {
 				if err := json.Unmarshal([]byte(r.Normalized), &d.Normalized); err != nil {
-					return d, d.ID, true, fmt.Errorf("document %s: decode normalized: %w", r.ID, err)
+					return out, fmt.Errorf("document %s: decode normalized: %w", r.ID, err)
 				}
 			}
-			return d, d.ID, true, nil
-		})
-		if err != nil || len(out) > 0 {
-			return out, err
+			out = append(out, d)
+		}
+		if len(out) > 0 {
+			return out, nil
 		}
 	}
 }
@@ -456,7 +464,12 @@ func (s *Store) ExtendDocumentLeases(ctx context.Context, owner string, ids []st
 // TransitionDocuments implements store.Documents.
 func (s *Store) TransitionDocuments(ctx context.Context, ts []store.DocumentTransition) error {
 	now := time.Now()
-	return transitionAll(ctx, s, s.docs, ts, func(t store.DocumentTransition) (string, error) { return t.ID, s.transitionDocument(ctx, t, now) })
+	read := func(ids []string) (map[string]docRecord, error) {
+		recs, err := s.findDocRecords(ctx, bson.M{"_id": bson.M{"$in": ids}}, options.Find().SetProjection(bson.M{"raw": 0}))
+		return byID(recs, func(r docRecord) string { return r.ID }), err
+	}
+	return transitionAll(ctx, s, s.docs, ts, func(t store.DocumentTransition) string { return t.ID }, read, checkDocument(now),
+		func(t store.DocumentTransition) error { return s.transitionDocument(ctx, t, now) })
 }
 
 func (s *Store) transitionDocument(ctx context.Context, t store.DocumentTransition, now time.Time) error {
@@ -468,32 +481,40 @@ func (s *Store) transitionDocument(ctx context.Context, t store.DocumentTransiti
 		if len(recs) == 0 {
 			return fmt.Errorf("document %s: %w", t.ID, store.ErrNotFound)
 		}
-		r := recs[0]
-		cur, err := r.document()
+		c, err := checkDocument(now)(recs[0], t)
 		if err != nil {
 			return err
 		}
-		if err := store.CheckDocumentTransition(cur, t); err != nil {
-			return err
-		}
-		ok, err := s.applyDocument(ctx, r, t, t.Owner, now)
+		ok, err := s.compareAndSet(ctx, s.docs, c)
 		if err != nil || ok {
 			return err
 		}
 	}
 }
 
-// applyDocument applies t to the record r by compare-and-set.
-func (s *Store) applyDocument(ctx context.Context, r docRecord, t store.DocumentTransition, owner string, now time.Time) (bool, error) {
-	cur, err := r.document()
-	if err != nil {
-		return false, err
+// checkDocument returns the check of a transition against its document's
+// record: the compare-and-set that applies it, or why it does not apply.
+func checkDocument(now time.Time) func(docRecord, store.DocumentTransition) (cas, error) {
+	return func(r docRecord, t store.DocumentTransition) (cas, error) {
+		cur, err := r.document()
+		if err != nil {
+			return cas{}, err
+		}
+		if err := store.CheckDocumentTransition(cur, t); err != nil {
+			return cas{}, err
+		}
+		return documentCAS(r.ID, r.Rev, cur, t, t.Owner, now), nil
 	}
+}
+
+// documentCAS is the compare-and-set that applies t to cur, the document
+// of the record id at revision rev.
+func documentCAS(id string, rev int64, cur store.Document, t store.DocumentTransition, owner string, now time.Time) cas {
 	d := store.ApplyDocumentTransition(cur, t, now)
-	return s.compareAndSet(ctx, s.docs, r.ID, r.Rev, bson.M{
+	return cas{id, rev, bson.M{
 		"state": string(d.State), "leaseOwner": "", "leaseUntil": int64(0), "runAfter": micros(d.RunAfter),
 		"attempts": d.Attempts, "error": toErrRecord(d.Error), "updatedAt": micros(now), "priority": d.Priority,
-	}, store.DocumentStateEvent(d, t.From, owner, t.Reason, now))
+	}, store.DocumentStateEvent(d, t.From, owner, t.Reason, now)}
 }
 
 // RescueDocuments implements store.Documents.
@@ -502,13 +523,16 @@ func (s *Store) RescueDocuments(ctx context.Context, now time.Time) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("rescue documents: %w", err)
 	}
-	rescued, err := takeAll(ctx, s, s.docs, recs, func(r docRecord) (string, string, bool, error) {
+	cs := make([]cas, 0, len(recs))
+	var unread []error
+	for _, r := range recs {
 		cur, err := r.document()
 		if err != nil {
-			return r.ID, r.ID, false, err
+			unread = append(unread, err) // reported; the others are rescued
+			continue
 		}
-		ok, err := s.applyDocument(ctx, r, store.RescueDocument(cur, now), "", now)
-		return r.ID, r.ID, ok, err
-	})
-	return len(rescued), errors.Join(err, s.flushStale(ctx, s.docs, time.Now()))
+		cs = append(cs, documentCAS(r.ID, r.Rev, cur, store.RescueDocument(cur, now), "", now))
+	}
+	taken, err := s.takeAll(ctx, s.docs, cs)
+	return len(taken), errors.Join(errors.Join(unread...), err, s.flushStale(ctx, s.docs, time.Now()))
 }

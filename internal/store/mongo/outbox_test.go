@@ -28,8 +28,8 @@ func TestOutboxRepair(t *testing.T) {
 		cur := r.task()
 		cur.State, cur.LeaseOwner, cur.LeaseUntil = store.TaskQualifying, "dead", at.Add(time.Second)
 		cur.Attempts++
-		ok, err := s.compareAndSet(ctx, s.tasks, id, r.Rev, bson.M{"state": string(cur.State), "leaseOwner": "dead",
-			"leaseUntil": micros(cur.LeaseUntil), "attempts": cur.Attempts}, store.TaskStateEvent(cur, store.TaskNew, "dead", "claim", at))
+		ok, err := s.compareAndSet(ctx, s.tasks, cas{id, r.Rev, bson.M{"state": string(cur.State), "leaseOwner": "dead",
+			"leaseUntil": micros(cur.LeaseUntil), "attempts": cur.Attempts}, store.TaskStateEvent(cur, store.TaskNew, "dead", "claim", at)})
 		if !ok || err != nil {
 			t.Fatalf("cas: %v %v", ok, err)
 		}

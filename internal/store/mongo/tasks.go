@@ -186,17 +186,19 @@ func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim
 		if len(cands) == 0 {
 			return nil, nil
 		}
-		out, err := takeAll(ctx, s, s.tasks, cands, func(r taskRecord) (store.Task, string, bool, error) {
+		out := make([]store.Task, len(cands))
+		cs := make([]cas, len(cands))
+		for i, r := range cands {
 			t := r.task()
 			from := t.State
 			t.State, t.LeaseOwner, t.LeaseUntil, t.UpdatedAt = stage.Running(), c.Owner, c.LeaseUntil, c.Now
 			t.Attempts++
-			ok, err := s.compareAndSet(ctx, s.tasks, r.ID, r.Rev, leaseSet(string(t.State), c.Owner, c.LeaseUntil, t.Attempts, c.Now),
-				store.TaskStateEvent(t, from, c.Owner, "claim", c.Now))
-			return t, t.ID, ok, err
-		})
-		if err != nil || len(out) > 0 {
-			return out, err
+			out[i] = t
+			cs[i] = cas{r.ID, r.Rev, leaseSet(string(t.State), c.Owner, c.LeaseUntil, t.Attempts, c.Now), store.TaskStateEvent(t, from, c.Owner, "claim", c.Now)}
+		}
+		taken, err := s.takeAll(ctx, s.tasks, cs)
+		if err != nil || len(taken) > 0 {
+			return pick(out, taken), err
 		}
 	}
 }
@@ -204,40 +206,6 @@ func (s *Store) ClaimTasks(ctx context.Context, stage store.Stage, c store.Claim
 // leaseSet is the update of a claim: the running state and the lease.
 func leaseSet(state, owner string, until time.Time, attempts int, now time.Time) bson.M {
 	return bson.M{"state": state, "leaseOwner": owner, "leaseUntil": micros(until), "attempts": attempts, "updatedAt": micros(now)}
-}
-
-// takeAll takes each candidate by compare-and-set (take reports the item,
-// its ID and whether the record was still as read) and flushes the events
-// of those taken. Candidates another writer changed meanwhile are skipped.
-func takeAll[R, T any](ctx context.Context, s *Store, coll *mgo.Collection, cands []R, take func(R) (T, string, bool, error)) ([]T, error) {
-	var out []T
-	var ids []string
-	for _, r := range cands {
-		t, id, ok, err := take(r)
-		if err != nil {
-			return out, errors.Join(fmt.Errorf("%s: %w", coll.Name(), err), s.flush(ctx, coll, ids))
-		}
-		if ok {
-			out = append(out, t)
-			ids = append(ids, id)
-		}
-	}
-	return out, s.flush(ctx, coll, ids)
-}
-
-// compareAndSet applies set to the record id if it is still at revision rev,
-// bumping the revision and pushing ev (keyed by the new revision) onto its
-// outbox. It reports whether the record was at rev.
-func (s *Store) compareAndSet(ctx context.Context, coll *mgo.Collection, id string, rev int64, set bson.M, ev store.Event) (bool, error) {
-	set["rev"] = rev + 1
-	res, err := coll.UpdateOne(ctx, bson.M{"_id": id, "rev": rev}, bson.M{
-		"$set":  set,
-		"$push": bson.M{"outbox": toEventRecord(outboxKey(id, rev+1), ev)},
-	})
-	if err != nil {
-		return false, err
-	}
-	return res.MatchedCount == 1, nil
 }
 
 // ExtendTaskLeases implements store.Tasks.
@@ -263,30 +231,18 @@ func (s *Store) extendLeases(ctx context.Context, coll *mgo.Collection, running 
 // TransitionTasks implements store.Tasks.
 func (s *Store) TransitionTasks(ctx context.Context, ts []store.TaskTransition) error {
 	now := time.Now()
-	return transitionAll(ctx, s, s.tasks, ts, func(t store.TaskTransition) (string, error) { return t.ID, s.transitionTask(ctx, t, now) })
-}
-
-// transitionAll applies each transition, then flushes the events of those
-// applied. Transitions that are illegal, stale or of missing records are
-// skipped and reported together, as store.Documents and store.Tasks say.
-func transitionAll[T any](ctx context.Context, s *Store, coll *mgo.Collection, ts []T, apply func(T) (string, error)) error {
-	var skipped []error
-	var done []string
-	for _, t := range ts {
-		id, err := apply(t)
-		switch {
-		case err == nil:
-			done = append(done, id)
-		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrIllegalTransition), errors.Is(err, store.ErrNotFound):
-			skipped = append(skipped, err)
-		default:
-			return errors.Join(err, s.flush(ctx, coll, done))
+	read := func(ids []string) (map[string]taskRecord, error) {
+		recs, err := s.findTasks(ctx, bson.M{"_id": bson.M{"$in": ids}}, options.Find().SetProjection(bson.M{"outbox": 0}))
+		return byID(recs, func(r taskRecord) string { return r.ID }), err
+	}
+	check := func(r taskRecord, t store.TaskTransition) (cas, error) {
+		if err := store.CheckTaskTransition(r.task(), t); err != nil {
+			return cas{}, err
 		}
+		return taskCAS(r, t, t.Owner, now), nil
 	}
-	if err := s.flush(ctx, coll, done); err != nil {
-		return err
-	}
-	return errors.Join(skipped...)
+	return transitionAll(ctx, s, s.tasks, ts, func(t store.TaskTransition) string { return t.ID }, read, check,
+		func(t store.TaskTransition) error { return s.transitionTask(ctx, t, now) })
 }
 
 // transitionTask checks t against the task as read and applies it by
@@ -298,25 +254,24 @@ func (s *Store) transitionTask(ctx context.Context, t store.TaskTransition, now 
 		if err := s.tasks.FindOne(ctx, bson.M{"_id": t.ID}, options.FindOne().SetProjection(bson.M{"outbox": 0})).Decode(&r); err != nil {
 			return notFound(err, "task "+t.ID)
 		}
-		cur := r.task()
-		if err := store.CheckTaskTransition(cur, t); err != nil {
+		if err := store.CheckTaskTransition(r.task(), t); err != nil {
 			return err
 		}
-		ok, err := s.applyTask(ctx, r, t, t.Owner, now)
+		ok, err := s.compareAndSet(ctx, s.tasks, taskCAS(r, t, t.Owner, now))
 		if err != nil || ok {
 			return err
 		}
 	}
 }
 
-// applyTask applies t to the record r by compare-and-set.
-func (s *Store) applyTask(ctx context.Context, r taskRecord, t store.TaskTransition, owner string, now time.Time) (bool, error) {
+// taskCAS is the compare-and-set that applies t to the record r.
+func taskCAS(r taskRecord, t store.TaskTransition, owner string, now time.Time) cas {
 	next := store.ApplyTaskTransition(r.task(), t, now)
-	return s.compareAndSet(ctx, s.tasks, r.ID, r.Rev, bson.M{
+	return cas{r.ID, r.Rev, bson.M{
 		"state": string(next.State), "leaseOwner": "", "leaseUntil": int64(0), "runAfter": micros(next.RunAfter),
 		"attempts": next.Attempts, "lastError": toErrRecord(next.LastError), "usage": toUsageRecord(next.Usage),
 		"result": string(next.Result), "updatedAt": micros(now), "priority": next.Priority,
-	}, store.TaskStateEvent(next, t.From, owner, t.Reason, now))
+	}, store.TaskStateEvent(next, t.From, owner, t.Reason, now)}
 }
 
 // RescueTasks implements store.Tasks. It also flushes outboxes that a
@@ -332,9 +287,10 @@ func (s *Store) RescueTasks(ctx context.Context, stage store.Stage, now time.Tim
 	}
 	// Only the lease read here is rescued: if it was extended or the task
 	// moved on, the compare-and-set on the revision loses.
-	rescued, err := takeAll(ctx, s, s.tasks, recs, func(r taskRecord) (string, string, bool, error) {
-		ok, err := s.applyTask(ctx, r, store.RescueTask(r.task(), stage, now), "", now)
-		return r.ID, r.ID, ok, err
-	})
-	return len(rescued), errors.Join(err, s.flushStale(ctx, s.tasks, time.Now()))
+	cs := make([]cas, len(recs))
+	for i, r := range recs {
+		cs[i] = taskCAS(r, store.RescueTask(r.task(), stage, now), "", now)
+	}
+	taken, err := s.takeAll(ctx, s.tasks, cs)
+	return len(taken), errors.Join(err, s.flushStale(ctx, s.tasks, time.Now()))
 }
