@@ -52,7 +52,7 @@ func (s *Store) compareAndSetAll(ctx context.Context, coll *mgo.Collection, cs [
 			"$push": bson.M{"outbox": toEventRecord(outboxKey(c.id, c.rev+1), c.ev)},
 		})
 	}
-	res, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	res, err := s.bulkWrite(ctx, coll, models)
 	if err != nil {
 		return nil, err
 	}
@@ -212,4 +212,61 @@ func byID[R any](recs []R, id func(R) string) map[string]R {
 		m[id(r)] = r
 	}
 	return m
+}
+
+// ferretBulkLimit is the most writes a bulk write sends in one command to
+// FerretDB. FerretDB v1 (internal/handler/msg_update.go) keeps each update
+// statement's query open, holding a connection of its SQLite pool (100),
+// until the whole command ends; a command of many updates that match, or
+// a few such commands at once, can take the whole pool and wait for
+// itself for ever. MongoDB takes a batch in one command.
+const ferretBulkLimit = 8
+
+// bulkWrite sends models to coll unordered, in one command on MongoDB and
+// in commands of at most Store.bulkLimit writes where that is set
+// (FerretDB), and sums their results; a write error's index is its
+// model's in models.
+func (s *Store) bulkWrite(ctx context.Context, coll *mgo.Collection, models []mgo.WriteModel) (*mgo.BulkWriteResult, error) {
+	size := len(models)
+	if s.bulkLimit > 0 {
+		size = s.bulkLimit
+	}
+	if len(models) <= size {
+		res, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+		if res == nil {
+			res = &mgo.BulkWriteResult{}
+		}
+		return res, err
+	}
+	sum := &mgo.BulkWriteResult{UpsertedIDs: map[int64]any{}}
+	var failed mgo.BulkWriteException
+	for at := 0; at < len(models); at += size {
+		part := models[at:min(len(models), at+size)]
+		res, err := coll.BulkWrite(ctx, part, options.BulkWrite().SetOrdered(false))
+		var bw mgo.BulkWriteException
+		switch {
+		case err == nil:
+		case errors.As(err, &bw) && bw.WriteConcernError == nil:
+			for _, we := range bw.WriteErrors {
+				we.Index += at
+				failed.WriteErrors = append(failed.WriteErrors, we)
+			}
+		default:
+			return sum, err
+		}
+		if res != nil {
+			sum.InsertedCount += res.InsertedCount
+			sum.MatchedCount += res.MatchedCount
+			sum.ModifiedCount += res.ModifiedCount
+			sum.DeletedCount += res.DeletedCount
+			sum.UpsertedCount += res.UpsertedCount
+			for i, id := range res.UpsertedIDs {
+				sum.UpsertedIDs[i+int64(at)] = id
+			}
+		}
+	}
+	if len(failed.WriteErrors) > 0 {
+		return sum, failed
+	}
+	return sum, nil
 }

@@ -123,7 +123,7 @@ func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFa
 		return nil
 	}
 	models = append(models, mgo.NewDeleteManyModel().SetFilter(bson.M{"$or": stale}))
-	if _, err := s.facts.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+	if _, err := s.bulkWrite(ctx, s.facts, models); err != nil {
 		return fmt.Errorf("put identity facts: %w", err)
 	}
 	for _, client := range changed {

@@ -81,6 +81,9 @@ type Store struct {
 
 	gapWait time.Duration
 	stable  stableSeq // events up to here are all visible
+	// bulkLimit, when set, is the most writes one bulk write command
+	// carries (ferretBulkLimit on FerretDB).
+	bulkLimit int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -128,6 +131,14 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err := s.ensureIndexes(ctx); err != nil {
 		_ = client.Disconnect(context.Background())
 		return nil, fmt.Errorf("mongodb %s: create indexes: %w", Redact(o.URI), err)
+	}
+	server, err := s.ServerVersion(ctx)
+	if err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, fmt.Errorf("mongodb %s: %w", Redact(o.URI), err)
+	}
+	if strings.HasPrefix(server, "FerretDB") {
+		s.bulkLimit = ferretBulkLimit
 	}
 	return s, nil
 }

@@ -44,7 +44,7 @@ func (s *Store) SaveTaskMemories(ctx context.Context, ms []store.TaskMemory) err
 	if len(ms) == 0 {
 		return nil
 	}
-	_, err := s.memories.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	_, err := s.bulkWrite(ctx, s.memories, models)
 	refused, ok := duplicateIndexes(err)
 	if !ok {
 		return fmt.Errorf("save task memories: %w", err)

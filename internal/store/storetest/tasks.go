@@ -437,4 +437,21 @@ func testTaskMemories(t *testing.T, s store.Store) {
 			t.Errorf("%s: %d task.memory events, want %d", id, got, want)
 		}
 	}
+	// A reprocess saves a large batch again: every memory is replaced
+	// (MongoDB: one bulk write; FerretDB v1 held a connection for each
+	// of its replacements and waited for ever past its pool's 100).
+	var many []store.TaskMemory
+	for i := range 150 {
+		many = append(many, store.TaskMemory{TaskID: fmt.Sprint("r", i), Client: "acme", ContextSummary: "first", RoutingDecision: store.TaskDone})
+	}
+	must(0, s.SaveTaskMemories(ctx(t), many))(t)
+	for i := range many {
+		many[i].ContextSummary = "again"
+	}
+	must(0, s.SaveTaskMemories(ctx(t), many))(t)
+	for _, id := range []string{"r0", "r99", "r149"} {
+		if got := must(s.GetTaskMemory(ctx(t), "acme", id))(t); got.ContextSummary != "again" {
+			t.Errorf("%s saved again: %q", id, got.ContextSummary)
+		}
+	}
 }
