@@ -285,14 +285,33 @@ func (k *KB) IngestBatch(ctx context.Context, reqs []IngestRequest) ([]IngestRes
 	results, errs := make([]IngestResult, len(reqs)), make([]error, len(reqs))
 	ps := make([]*prepared, 0, len(reqs))
 	at := make([]int, 0, len(reqs)) // ps[i] is reqs[at[i]]
+	refs := map[string][]string{} // client → the refs its requests name
 	for i, req := range reqs {
-		p, err := k.prepare(ctx, req)
+		p, err := k.parse(req)
 		if err != nil {
 			results[i], errs[i] = p.failed(), err
 			continue
 		}
+		refs[req.Client] = append(refs[req.Client], p.refs()...)
 		ps, at = append(ps, p), append(at, i)
 	}
+	for client, keys := range refs { // looked up together, not one by one
+		if err := k.resolver.Prefetch(ctx, client, keys); err != nil {
+			for j, i := range at {
+				results[i], errs[i] = ps[j].failed(), err
+			}
+			return results, errs
+		}
+	}
+	built := ps[:0]
+	for j, p := range ps {
+		if err := k.build(ctx, p); err != nil {
+			results[at[j]], errs[at[j]] = p.failed(), err
+			continue
+		}
+		built, at[len(built)] = append(built, p), at[j]
+	}
+	ps, at = built, at[:len(built)]
 	if err := k.embed(ctx, ps); err != nil {
 		for j, i := range at {
 			results[i], errs[i] = ps[j].failed(), err
@@ -336,6 +355,7 @@ type prepared struct {
 	req       IngestRequest
 	res       IngestResult
 	sourceURN string
+	parsed    *parsed  // until built
 	texts     []string // what the chunks' vectors are computed from
 	chunks    []rag.Chunk
 	nodes     []graph.Node
@@ -352,6 +372,31 @@ func (p *prepared) failed() IngestResult {
 // and chunks the content, finds relationships and mentions and resolves
 // their refs.
 func (k *KB) prepare(ctx context.Context, req IngestRequest) (*prepared, error) {
+	p, err := k.parse(req)
+	if err != nil {
+		return p, err
+	}
+	if err := k.resolver.Prefetch(ctx, req.Client, p.refs()); err != nil {
+		return p, err
+	}
+	return p, k.build(ctx, p)
+}
+
+// parsed is a request cleaned, chunked and read for relationships and
+// mentions, its refs not resolved yet.
+type parsed struct {
+	full      string // the content cleaned, after the header
+	spans     []Span
+	headSpans int
+	title     string
+	main      Ref // as written
+	found     []Found
+	mentions  []Mention
+}
+
+// parse cleans and chunks req's content and reads its relationships and
+// mentions (against its main node as written).
+func (k *KB) parse(req IngestRequest) (*prepared, error) {
 	p := &prepared{req: req}
 	res := &p.res
 	if err := store.ValidateClientID(req.Client); err != nil {
@@ -384,11 +429,66 @@ func (k *KB) prepare(ctx context.Context, req IngestRequest) (*prepared, error) 
 	} else {
 		spans = Chunk(full)
 	}
-	req.Content = full
-	title := strings.TrimSpace(stripControl(req.Title))
-	main, err := k.resolver.Resolve(ctx, req.Client, req.MainNode)
+	main, err := ParseRef(req.MainNode)
 	if err != nil {
 		return p, fmt.Errorf("main node: %w", err)
+	}
+	p.parsed = &parsed{full: full, spans: spans, headSpans: headSpans, title: strings.TrimSpace(stripControl(req.Title)), main: main}
+	p.parsed.found, p.parsed.mentions = p.relations(main)
+	return p, nil
+}
+
+// relations reads p's relationships and mentions against main.
+func (p *prepared) relations(main Ref) ([]Found, []Mention) {
+	found, mentions := ParseRelations(p.parsed.full, main)
+	if p.req.MentionsOnly {
+		for _, f := range found {
+			for _, s := range []string{f.From, f.To} {
+				if r, err := ParseRef(s); err == nil {
+					mentions = append(mentions, Mention{Ref: r, Offset: f.Offset})
+				}
+			}
+		}
+		found = nil
+	}
+	return found, mentions
+}
+
+// refs are the refs p's build resolves: its main node, its
+// relationships' ends, its mentions and its relations' ends, as written
+// (normalised; those that cannot be refs left out).
+func (p *prepared) refs() []string {
+	var out []string
+	add := func(s string) {
+		if r, err := ParseRef(s); err == nil {
+			out = append(out, r.String())
+		}
+	}
+	out = append(out, p.parsed.main.String())
+	for _, f := range p.parsed.found {
+		add(f.From)
+		add(f.To)
+	}
+	for _, m := range p.parsed.mentions {
+		if p.req.MentionNamespaces == nil || slices.Contains(p.req.MentionNamespaces, m.Ref.Namespace) {
+			out = append(out, m.Ref.String())
+		}
+	}
+	for _, mr := range p.req.Relations {
+		add(mr.From)
+		add(mr.To)
+	}
+	return out
+}
+
+// build resolves the refs p names and makes its chunks, nodes and edges.
+func (k *KB) build(ctx context.Context, p *prepared) error {
+	req, res := p.req, &p.res
+	req.Content = p.parsed.full
+	spans, headSpans, title := p.parsed.spans, p.parsed.headSpans, p.parsed.title
+	main, err := k.resolver.Resolve(ctx, req.Client, req.MainNode)
+	if err != nil {
+		return fmt.Errorf("main node: %w", err)
 	}
 	res.MainNode = main.String()
 	p.sourceURN = cmp.Or(req.SourceURN, main.String())
@@ -406,17 +506,11 @@ func (k *KB) prepare(ctx context.Context, req IngestRequest) (*prepared, error) 
 		return max(0, sort.SearchInts(starts, offset+1)-1)
 	}
 
-	// Relationships and mentions, resolved through aliases.
-	found, mentions := ParseRelations(req.Content, main)
-	if req.MentionsOnly {
-		for _, f := range found {
-			for _, s := range []string{f.From, f.To} {
-				if r, err := ParseRef(s); err == nil {
-					mentions = append(mentions, Mention{Ref: r, Offset: f.Offset})
-				}
-			}
-		}
-		found = nil
+	// Relationships and mentions, resolved through aliases (read again
+	// against the main node it stands for when that is an alias).
+	found, mentions := p.parsed.found, p.parsed.mentions
+	if main != p.parsed.main {
+		found, mentions = p.relations(main)
 	}
 	type edgeAt struct {
 		graph.Edge
@@ -446,7 +540,7 @@ func (k *KB) prepare(ctx context.Context, req IngestRequest) (*prepared, error) 
 			res.Warnings = append(res.Warnings, fmt.Sprintf("relation %s|%s|%s left out: %v", f.From, f.Type, f.To, err))
 			continue
 		} else if err != nil {
-			return p, err
+			return err
 		}
 		c := chunkAt(f.Offset)
 		addRef(from, c)
@@ -462,7 +556,7 @@ func (k *KB) prepare(ctx context.Context, req IngestRequest) (*prepared, error) 
 			continue
 		}
 		if err != nil {
-			return p, err
+			return err
 		}
 		c := chunkAt(m.Offset)
 		addRef(key, c)
@@ -478,7 +572,7 @@ func (k *KB) prepare(ctx context.Context, req IngestRequest) (*prepared, error) 
 		typ, err3 := EdgeType(mr.Type)
 		if err := errors.Join(err1, err2, err3); err != nil {
 			if !errors.Is(err, ErrBadRef) && !errors.Is(err, graph.ErrInvalid) {
-				return p, fmt.Errorf("relation %s|%s|%s: %w", mr.From, mr.Type, mr.To, err)
+				return fmt.Errorf("relation %s|%s|%s: %w", mr.From, mr.Type, mr.To, err)
 			}
 			res.Warnings = append(res.Warnings, fmt.Sprintf("relation %s|%s|%s left out: %v", clip(mr.From), clip(mr.Type), clip(mr.To), err))
 			continue
@@ -570,7 +664,8 @@ func (k *KB) prepare(ctx context.Context, req IngestRequest) (*prepared, error) 
 		res.Edges = append(res.Edges, e.Key())
 	}
 	res.Chunks = ids
-	return p, nil
+	p.parsed = nil
+	return nil
 }
 
 // mergeEdge merges e into into, as a second upsert of the same edge would:

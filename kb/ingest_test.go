@@ -586,3 +586,76 @@ func TestHeaderChunkVectorIsTheTitle(t *testing.T) {
 		t.Fatalf("vector search by the title: %+v, %v", hits, err)
 	}
 }
+
+// countingAliases is the real alias registry, its reads counted.
+type countingAliases struct {
+	store.Aliases
+	one, many int
+}
+
+func (c *countingAliases) ResolveAlias(ctx context.Context, client, alias string) (string, error) {
+	c.one++
+	return c.Aliases.ResolveAlias(ctx, client, alias)
+}
+
+func (c *countingAliases) ResolveAliases(ctx context.Context, client string, aliases []string) (map[string]string, error) {
+	c.many++
+	return c.Aliases.ResolveAliases(ctx, client, aliases)
+}
+
+// TestBatchResolvesRefsInOneRead: a batch's refs are looked up in the
+// alias registry in one read a client, not one by one; aliases the
+// registry holds (recorded by another process, not in this KB's cache)
+// apply, a main node written as an alias included (its relationships then
+// read against what it stands for), and the batch writes what ingesting
+// one by one does.
+func TestBatchResolvesRefsInOneRead(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	for alias, canonical := range map[string]string{"user:jd": "user:john", "jira:old-1": "jira:ops-1"} {
+		if err := e.store.RecordAlias(ctx, "acme", alias, canonical); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := []kb.IngestRequest{
+		{Client: "acme", MainNode: "email:a", Content: "user:jd wrote about jira:ops-2 and person:ann.",
+			Relations: []kb.MetaRelation{{From: "email:a", Type: "FROM", To: "user:jd"}}},
+		{Client: "acme", MainNode: "jira:old-1", Content: "The outage.\n\nOPS-1|AFFECTS|service:login"},
+		{Client: "globex", MainNode: "email:b", Content: "user:jd again."},
+	}
+	reg := &countingAliases{Aliases: e.store}
+	k := kb.New(kb.Config{Graph: e.graph, Chunks: e.chunks, Embedder: embedder(), Aliases: reg})
+	res, errs := k.IngestBatch(ctx, reqs)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if reg.one != 0 || reg.many != 3 {
+		t.Errorf("registry read %d times one by one and %d at once, want 0 and 3 (acme's refs, then what its aliases stand for; globex's)", reg.one, reg.many)
+	}
+	if !slices.Contains(res[0].Nodes, "user:john") || slices.Contains(res[0].Nodes, "user:jd") || !slices.Contains(res[0].Edges, "from::email:a->user:john") {
+		t.Errorf("email:a: nodes %v, edges %v", res[0].Nodes, res[0].Edges)
+	}
+	if res[1].MainNode != "jira:ops-1" || !slices.Contains(res[1].Edges, "affects::jira:ops-1->service:login") {
+		t.Errorf("jira:old-1: main %s, edges %v", res[1].MainNode, res[1].Edges)
+	}
+	if !slices.Contains(res[2].Nodes, "user:jd") {
+		t.Errorf("globex resolved acme's alias: %v", res[2].Nodes)
+	}
+	// One by one, through a fresh KB over another directory, the same.
+	o := newEnv(t)
+	for alias, canonical := range map[string]string{"user:jd": "user:john", "jira:old-1": "jira:ops-1"} {
+		if err := o.store.RecordAlias(ctx, "acme", alias, canonical); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, req := range reqs {
+		got, err := o.kb.Ingest(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.MainNode != res[i].MainNode || !slices.Equal(got.Nodes, res[i].Nodes) || !slices.Equal(got.Edges, res[i].Edges) || !slices.Equal(got.Chunks, res[i].Chunks) {
+			t.Errorf("request %d one by one: %+v, in a batch %+v", i, got, res[i])
+		}
+	}
+}

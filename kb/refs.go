@@ -210,6 +210,52 @@ func (r *Resolver) lookup(ctx context.Context, client, key string) (string, erro
 	return target, nil
 }
 
+// Prefetch looks up the keys (canonical refs) of client that the cache
+// does not hold yet in one read of the registry, then what the aliases
+// among them stand for in another (up to the 8 hops Resolve follows), so
+// that resolving them asks nothing more: a batch's refs cost a read or
+// two where each cost one.
+func (r *Resolver) Prefetch(ctx context.Context, client string, keys []string) error {
+	seen := map[string]bool{}
+	for range 8 {
+		var want []string
+		for _, key := range keys {
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			e := r.entry(client, key)
+			e.mu.Lock()
+			if !e.loaded {
+				want = append(want, key)
+			}
+			e.mu.Unlock()
+		}
+		if len(want) == 0 {
+			return nil
+		}
+		found, err := r.registry.ResolveAliases(ctx, client, want)
+		if err != nil {
+			return fmt.Errorf("resolve aliases: %w", err)
+		}
+		keys = keys[:0:0]
+		for _, key := range want {
+			e := r.entry(client, key)
+			e.mu.Lock()
+			if !e.loaded { // an alias recorded meanwhile stays
+				e.loaded, e.canonical = true, found[key]
+			}
+			if e.canonical != "" {
+				if next, err := ParseRef(e.canonical); err == nil {
+					keys = append(keys, next.String())
+				}
+			}
+			e.mu.Unlock()
+		}
+	}
+	return nil
+}
+
 // canonical returns keys (canonical refs) with each alias replaced by what
 // it stands for, without repeats, in order; a key the registry cannot be
 // asked about stays as it is.

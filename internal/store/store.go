@@ -260,6 +260,10 @@ type Aliases interface {
 	// ResolveAlias returns the canonical ref alias stands for in client's
 	// registry, or ErrNotFound.
 	ResolveAlias(ctx context.Context, client, alias string) (string, error)
+	// ResolveAliases returns what each of aliases stands for in client's
+	// registry, in one read where the backend can; an alias with no entry
+	// is absent from the map.
+	ResolveAliases(ctx context.Context, client string, aliases []string) (map[string]string, error)
 	// RecordAlias maps alias to canonical for client, replacing an earlier
 	// mapping of the same alias.
 	RecordAlias(ctx context.Context, client, alias, canonical string) error

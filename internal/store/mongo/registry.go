@@ -159,6 +159,33 @@ func (s *Store) ResolveAlias(ctx context.Context, client, alias string) (string,
 	return r.Canonical, nil
 }
 
+// ResolveAliases implements store.Aliases: one find.
+func (s *Store) ResolveAliases(ctx context.Context, client string, aliases []string) (map[string]string, error) {
+	out := make(map[string]string)
+	if len(aliases) == 0 {
+		return out, nil
+	}
+	keys := make([]string, len(aliases))
+	for i, a := range aliases {
+		keys[i] = pairKey(client, a)
+	}
+	cur, err := s.aliases.Find(ctx, bson.M{"_id": bson.M{"$in": keys}}, options.Find().SetProjection(bson.M{"alias": 1, "canonical": 1}))
+	if err != nil {
+		return nil, fmt.Errorf("resolve aliases: %w", err)
+	}
+	var recs []struct {
+		Alias     string `bson:"alias"`
+		Canonical string `bson:"canonical"`
+	}
+	if err := cur.All(ctx, &recs); err != nil {
+		return nil, fmt.Errorf("resolve aliases: %w", err)
+	}
+	for _, r := range recs {
+		out[r.Alias] = r.Canonical
+	}
+	return out, nil
+}
+
 // RecordAlias implements store.Aliases.
 func (s *Store) RecordAlias(ctx context.Context, client, alias, canonical string) error {
 	if client == "" || alias == "" || canonical == "" {

@@ -170,6 +170,30 @@ func (s *Store) ResolveAlias(ctx context.Context, client, alias string) (string,
 	return canonical, nil
 }
 
+// ResolveAliases implements store.Aliases: one query a few hundred aliases.
+func (s *Store) ResolveAliases(ctx context.Context, client string, aliases []string) (map[string]string, error) {
+	out := make(map[string]string)
+	for part := range slices.Chunk(aliases, 500) {
+		rows, err := s.db.Query(ctx, `SELECT alias, canonical FROM aliases WHERE client = ? AND alias IN (`+sqlitedb.Placeholders(len(part))+`)`,
+			append([]any{client}, sqlitedb.Args(part)...)...)
+		if err != nil {
+			return nil, s.db.Explain("resolve aliases", err)
+		}
+		for rows.Next() {
+			var alias, canonical string
+			if err := rows.Scan(&alias, &canonical); err != nil {
+				_ = rows.Close()
+				return nil, s.db.Explain("resolve aliases", err)
+			}
+			out[alias] = canonical
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, s.db.Explain("resolve aliases", err)
+		}
+	}
+	return out, nil
+}
+
 // RecordAlias implements store.Aliases.
 func (s *Store) RecordAlias(ctx context.Context, client, alias, canonical string) error {
 	if client == "" || alias == "" || canonical == "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -102,6 +103,22 @@ func testAliases(t *testing.T, s store.Store) {
 	}
 	if got := must(s.ResolveAlias(ctx(t), "acme", "person:annie"))(t); got != "person:ann_lee" {
 		t.Fatalf("re-mapped alias resolves to %q", got)
+	}
+	// Many at once: the client's own, each once; those with no entry absent.
+	must(0, s.RecordAlias(ctx(t), "acme", "person:bob_s", "person:bob"))(t)
+	asked := []string{"person:annie", "person:ann_lee", "person:bob_s", "person:annie"}
+	for i := range 600 { // more than one query's worth
+		asked = append(asked, fmt.Sprint("person:nobody_", i))
+	}
+	got := must(s.ResolveAliases(ctx(t), "acme", asked))(t)
+	if want := map[string]string{"person:annie": "person:ann_lee", "person:bob_s": "person:bob"}; !maps.Equal(got, want) {
+		t.Fatalf("ResolveAliases: %v, want %v", got, want)
+	}
+	if got := must(s.ResolveAliases(ctx(t), "globex", asked[:3]))(t); !maps.Equal(got, map[string]string{"person:annie": "person:anne_smith"}) {
+		t.Fatalf("ResolveAliases for globex: %v", got)
+	}
+	if got := must(s.ResolveAliases(ctx(t), "acme", nil))(t); len(got) != 0 {
+		t.Fatalf("ResolveAliases of nothing: %v", got)
 	}
 }
 
