@@ -285,7 +285,7 @@ func (k *KB) IngestBatch(ctx context.Context, reqs []IngestRequest) ([]IngestRes
 	results, errs := make([]IngestResult, len(reqs)), make([]error, len(reqs))
 	ps := make([]*prepared, 0, len(reqs))
 	at := make([]int, 0, len(reqs)) // ps[i] is reqs[at[i]]
-	refs := map[string][]string{} // client → the refs its requests name
+	refs := map[string][]string{}   // client → the refs its requests name
 	for i, req := range reqs {
 		p, err := k.parse(req)
 		if err != nil {
