@@ -307,6 +307,28 @@ func (l *lookups) shape(doc store.Document) pollers.Shape {
 	return s
 }
 
+// prefetch reads the documents of jobs' tasks, a read a client (one
+// each was a read; MongoDB: a round trip). What it cannot read is read
+// again, and its error reported, by the task that needs it.
+func (l *lookups) prefetch(ctx context.Context, jobs []worker.Job[store.Task]) {
+	ids := map[string][]string{}
+	for _, j := range jobs {
+		ids[j.Item.Client] = append(ids[j.Item.Client], j.Item.SourceDoc)
+	}
+	for client, want := range ids {
+		if len(want) < 2 {
+			continue // as cheap alone
+		}
+		docs, err := l.q.cfg.Store.GetDocuments(ctx, client, want)
+		if err != nil {
+			continue
+		}
+		for _, d := range docs {
+			l.documents[[2]string{client, d.ID}] = d
+		}
+	}
+}
+
 func (l *lookups) document(ctx context.Context, client, id string) (store.Document, error) {
 	return remember(l.documents, [2]string{client, id}, func() (store.Document, error) { return l.q.cfg.Store.GetDocument(ctx, client, id) })
 }
@@ -363,6 +385,7 @@ func (q *Qualifier) HandleBatch(ctx context.Context, jobs []worker.Job[store.Tas
 	var apart sync.WaitGroup
 	defer apart.Wait()
 	l := q.lookups()
+	l.prefetch(ctx, jobs)
 	plans := make([]*plan, 0, len(jobs))
 	at := make([]int, 0, len(jobs)) // plans[i] is jobs[at[i]]'s
 	for i, j := range jobs {

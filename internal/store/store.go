@@ -169,6 +169,10 @@ type Documents interface {
 	PutDocuments(ctx context.Context, docs []Document) (results []PutResult, err error)
 	// GetDocument returns one version of the client's documents.
 	GetDocument(ctx context.Context, client, id string) (Document, error)
+	// GetDocuments returns the versions ids of the client's documents, in
+	// one read where the backend can, in no particular order; an ID the
+	// client has no document of is left out.
+	GetDocuments(ctx context.Context, client string, ids []string) ([]Document, error)
 	// ListDocumentVersions returns every stored version of an external item,
 	// oldest first.
 	ListDocumentVersions(ctx context.Context, client string, source SourceType, externalID string) ([]Document, error)

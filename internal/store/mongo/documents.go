@@ -316,6 +316,18 @@ func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Docum
 	return r.document()
 }
 
+// GetDocuments implements store.Documents: one find.
+func (s *Store) GetDocuments(ctx context.Context, client string, ids []string) ([]store.Document, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ds, err := s.findDocuments(ctx, bson.M{"_id": bson.M{"$in": ids}, "client": client}, true, options.Find())
+	if err != nil {
+		return nil, fmt.Errorf("get documents: %w", err)
+	}
+	return ds, nil
+}
+
 func (s *Store) findDocuments(ctx context.Context, filter any, withRaw bool, opts *options.FindOptions) ([]store.Document, error) {
 	proj := bson.M{"outbox": 0}
 	if !withRaw {

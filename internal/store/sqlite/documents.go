@@ -170,6 +170,20 @@ func (s *Store) GetDocument(ctx context.Context, client, id string) (store.Docum
 	return ds[0], nil
 }
 
+// GetDocuments implements store.Documents: one query a few hundred IDs.
+func (s *Store) GetDocuments(ctx context.Context, client string, ids []string) ([]store.Document, error) {
+	var out []store.Document
+	for part := range slices.Chunk(slices.Compact(slices.Sorted(slices.Values(ids))), 500) {
+		ds, err := queryDocuments(ctx, s.db.Reads(), `SELECT `+docColumns+docsFrom+` WHERE client = ? AND id IN (`+sqlitedb.Placeholders(len(part))+`)`,
+			append([]any{client}, sqlitedb.Args(part)...)...)
+		if err != nil {
+			return nil, s.db.Explain("get documents", err)
+		}
+		out = append(out, ds...)
+	}
+	return out, nil
+}
+
 // ListDocuments implements store.Documents.
 func (s *Store) ListDocuments(ctx context.Context, q store.DocumentQuery) ([]store.Document, error) {
 	where, args := listFilter(map[string]string{"client": q.Client, "state": string(q.State), "source_type": string(q.SourceType)}, q.After)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -198,6 +199,33 @@ func testDocumentsPutConcurrently(t *testing.T, s store.Store) {
 		if len(versions) != want {
 			t.Errorf("%s: %d versions, want %d", id, len(versions), want)
 		}
+	}
+}
+
+// testGetDocuments reads several versions at once: the client's own, each
+// once, as GetDocument reads them; another client's and unknown IDs left
+// out.
+func testGetDocuments(t *testing.T, s store.Store) {
+	var ids []string
+	for i := range 3 {
+		d, _ := mustPut(t, s, doc("acme", fmt.Sprint("m-", i), fmt.Sprint("body ", i)))
+		ids = append(ids, d.ID)
+	}
+	other, _ := mustPut(t, s, doc("globex", "m-9", "theirs"))
+	got := must(s.GetDocuments(ctx(t), "acme", []string{ids[2], ids[0], other.ID, "no-such-document", ids[0]}))(t)
+	if len(got) != 2 {
+		t.Fatalf("%d documents, want 2", len(got))
+	}
+	slices.SortFunc(got, func(a, b store.Document) int { return strings.Compare(a.ID, b.ID) })
+	want := []store.Document{must(s.GetDocument(ctx(t), "acme", ids[0]))(t), must(s.GetDocument(ctx(t), "acme", ids[2]))(t)}
+	slices.SortFunc(want, func(a, b store.Document) int { return strings.Compare(a.ID, b.ID) })
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("GetDocuments %s:\n%+v\nGetDocument:\n%+v", want[i].ID, got[i], want[i])
+		}
+	}
+	if got := must(s.GetDocuments(ctx(t), "acme", nil))(t); len(got) != 0 {
+		t.Errorf("no IDs: %d documents", len(got))
 	}
 }
 

@@ -39,6 +39,7 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 	t.Run("DocumentsPutTogether", func(t *testing.T) { t.Parallel(); testDocumentsPutTogether(t, newStore(t)) })
 	t.Run("DocumentsPutConcurrently", func(t *testing.T) { t.Parallel(); testDocumentsPutConcurrently(t, newStore(t)) })
 	t.Run("DocumentsValidation", func(t *testing.T) { t.Parallel(); testDocumentValidation(t, newStore(t)) })
+	t.Run("DocumentsGetMany", func(t *testing.T) { t.Parallel(); testGetDocuments(t, newStore(t)) })
 	t.Run("DocumentsClaimAndRescue", func(t *testing.T) { t.Parallel(); testDocumentClaim(t, newStore(t)) })
 	t.Run("DocumentsClaimLiveFirst", func(t *testing.T) { t.Parallel(); testDocumentPriority(t, newStore(t)) })
 	t.Run("TasksDemotedToBulk", func(t *testing.T) { t.Parallel(); testTaskDemotion(t, newStore(t)) })
