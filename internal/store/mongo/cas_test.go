@@ -102,18 +102,12 @@ func TestTransitionsOfMovedRecords(t *testing.T) {
 		}
 		return byID(recs, func(r taskRecord) string { return r.ID }), err
 	}
-	check := func(r taskRecord, t store.TaskTransition) (cas, error) {
-		if err := store.CheckTaskTransition(r.task(), t); err != nil {
-			return cas{}, err
-		}
-		return taskCAS(r, t, t.Owner, now), nil
-	}
 	ts := []store.TaskTransition{
 		{ID: a, From: store.TaskQualifying, To: store.TaskReadyForGPU, Owner: "w"},
 		{ID: b, From: store.TaskQualifying, To: store.TaskDone, Owner: "w"},
 		{ID: a, From: store.TaskReadyForGPU, To: store.TaskCancelled, Reason: "admin"},
 	}
-	err = transitionAll(ctx, s, s.tasks, ts, func(t store.TaskTransition) string { return t.ID }, read, check,
+	err = transitionAll(ctx, s, s.tasks, ts, func(t store.TaskTransition) string { return t.ID }, read, checkTask(now),
 		func(t store.TaskTransition) error { return s.transitionTask(ctx, t, now) })
 	if err != nil {
 		t.Fatal(err)

@@ -235,14 +235,19 @@ func (s *Store) TransitionTasks(ctx context.Context, ts []store.TaskTransition) 
 		recs, err := s.findTasks(ctx, bson.M{"_id": bson.M{"$in": ids}}, options.Find().SetProjection(bson.M{"outbox": 0}))
 		return byID(recs, func(r taskRecord) string { return r.ID }), err
 	}
-	check := func(r taskRecord, t store.TaskTransition) (cas, error) {
+	return transitionAll(ctx, s, s.tasks, ts, func(t store.TaskTransition) string { return t.ID }, read, checkTask(now),
+		func(t store.TaskTransition) error { return s.transitionTask(ctx, t, now) })
+}
+
+// checkTask returns the check of a transition against its task's record:
+// the compare-and-set that applies it, or why it does not apply.
+func checkTask(now time.Time) func(taskRecord, store.TaskTransition) (cas, error) {
+	return func(r taskRecord, t store.TaskTransition) (cas, error) {
 		if err := store.CheckTaskTransition(r.task(), t); err != nil {
 			return cas{}, err
 		}
 		return taskCAS(r, t, t.Owner, now), nil
 	}
-	return transitionAll(ctx, s, s.tasks, ts, func(t store.TaskTransition) string { return t.ID }, read, check,
-		func(t store.TaskTransition) error { return s.transitionTask(ctx, t, now) })
 }
 
 // transitionTask checks t against the task as read and applies it by
@@ -254,10 +259,11 @@ func (s *Store) transitionTask(ctx context.Context, t store.TaskTransition, now 
 		if err := s.tasks.FindOne(ctx, bson.M{"_id": t.ID}, options.FindOne().SetProjection(bson.M{"outbox": 0})).Decode(&r); err != nil {
 			return notFound(err, "task "+t.ID)
 		}
-		if err := store.CheckTaskTransition(r.task(), t); err != nil {
+		c, err := checkTask(now)(r, t)
+		if err != nil {
 			return err
 		}
-		ok, err := s.compareAndSet(ctx, s.tasks, taskCAS(r, t, t.Owner, now))
+		ok, err := s.compareAndSet(ctx, s.tasks, c)
 		if err != nil || ok {
 			return err
 		}
