@@ -36,25 +36,14 @@ func BenchmarkTaskCycle(b *testing.B) {
 		}
 	}
 	enqueue := commands.Load() - start
-	done := 0
-	for done < b.N {
-		now := time.Now()
-		got, err := s.ClaimTasks(ctx, store.StageQualify, store.Claim{Owner: "bench", Limit: 32, Now: now, LeaseUntil: now.Add(time.Minute)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(got) == 0 {
-			b.Fatalf("nothing to claim after %d of %d", done, b.N)
-		}
-		ts := make([]store.TaskTransition, len(got))
-		for i, t := range got {
-			ts[i] = store.TaskTransition{ID: t.ID, From: store.TaskQualifying, To: store.TaskDone, Owner: "bench"}
-		}
-		if err := s.TransitionTasks(ctx, ts); err != nil {
-			b.Fatal(err)
-		}
-		done += len(got)
-	}
+	cycle(b, func(c store.Claim) ([]store.Task, error) { return s.ClaimTasks(ctx, store.StageQualify, c) }, 32,
+		func(got []store.Task) error {
+			ts := make([]store.TaskTransition, len(got))
+			for i, t := range got {
+				ts[i] = store.TaskTransition{ID: t.ID, From: store.TaskQualifying, To: store.TaskDone, Owner: "bench"}
+			}
+			return s.TransitionTasks(ctx, ts)
+		})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
 	b.ReportMetric(float64(enqueue)/float64(b.N), "enqueue-cmds/task")
@@ -81,25 +70,14 @@ func BenchmarkDocumentCycle(b *testing.B) {
 	}
 	b.ResetTimer()
 	start := commands.Load()
-	done := 0
-	for done < b.N {
-		now := time.Now()
-		got, err := s.ClaimDocuments(ctx, store.Claim{Owner: "bench", Limit: 64, Now: now, LeaseUntil: now.Add(time.Minute)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(got) == 0 {
-			b.Fatalf("nothing to claim after %d of %d", done, b.N)
-		}
-		ts := make([]store.DocumentTransition, len(got))
-		for i, d := range got {
-			ts[i] = store.DocumentTransition{ID: d.ID, From: store.DocIndexing, To: store.DocIndexed, Owner: "bench"}
-		}
-		if err := s.TransitionDocuments(ctx, ts); err != nil {
-			b.Fatal(err)
-		}
-		done += len(got)
-	}
+	cycle(b, func(c store.Claim) ([]store.Document, error) { return s.ClaimDocuments(ctx, c) }, 64,
+		func(got []store.Document) error {
+			ts := make([]store.DocumentTransition, len(got))
+			for i, d := range got {
+				ts[i] = store.DocumentTransition{ID: d.ID, From: store.DocIndexing, To: store.DocIndexed, Owner: "bench"}
+			}
+			return s.TransitionDocuments(ctx, ts)
+		})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
 	b.ReportMetric(float64(commands.Load()-start)/float64(b.N), "claim+complete-cmds/doc")
@@ -172,6 +150,25 @@ func BenchmarkQualifierSaves(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "docs/s")
 	b.ReportMetric(float64(commands.Load()-start)/float64(b.N), "cmds/doc")
+}
+
+// cycle claims b.N items, limit at a time, completing each claim's by
+// complete, as a worker loop does.
+func cycle[T any](b *testing.B, claim func(store.Claim) ([]T, error), limit int, complete func([]T) error) {
+	for done := 0; done < b.N; {
+		now := time.Now()
+		got, err := claim(store.Claim{Owner: "bench", Limit: limit, Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got) == 0 {
+			b.Fatalf("nothing to claim after %d of %d", done, b.N)
+		}
+		if err := complete(got); err != nil {
+			b.Fatal(err)
+		}
+		done += len(got)
+	}
 }
 
 // openCounting opens a store on a database of its own (dropped after the

@@ -69,19 +69,9 @@ func (s *Store) compareAndSetAll(ctx context.Context, coll *mgo.Collection, cs [
 	for i, c := range cs {
 		ids[i] = c.id
 	}
-	cur, err := coll.Find(ctx, bson.M{"_id": bson.M{"$in": ids}, casToken: token}, options.Find().SetProjection(bson.M{"_id": 1}))
+	got, err := idsWhere(ctx, coll, bson.M{"_id": bson.M{"$in": ids}, casToken: token})
 	if err != nil {
 		return nil, fmt.Errorf("read back a compare-and-set: %w", err)
-	}
-	var recs []struct {
-		ID string `bson:"_id"`
-	}
-	if err := cur.All(ctx, &recs); err != nil {
-		return nil, fmt.Errorf("read back a compare-and-set: %w", err)
-	}
-	got := make(map[string]bool, len(recs))
-	for _, r := range recs {
-		got[r.ID] = true
 	}
 	for i, c := range cs {
 		applied[i] = got[c.id]

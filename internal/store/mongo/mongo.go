@@ -398,15 +398,24 @@ func (s *Store) insertEvents(ctx context.Context, evs []eventRecord) error {
 
 // eventsStored returns which of the event IDs are in the log.
 func (s *Store) eventsStored(ctx context.Context, ids []string) (map[string]bool, error) {
-	cur, err := s.events.Find(ctx, bson.M{"_id": bson.M{"$in": ids}}, options.Find().SetProjection(bson.M{"_id": 1}))
+	out, err := idsWhere(ctx, s.events, bson.M{"_id": bson.M{"$in": ids}})
 	if err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	return out, nil
+}
+
+// idsWhere returns the IDs of coll's records that match filter.
+func idsWhere(ctx context.Context, coll *mgo.Collection, filter bson.M) (map[string]bool, error) {
+	cur, err := coll.Find(ctx, filter, options.Find().SetProjection(bson.M{"_id": 1}))
+	if err != nil {
+		return nil, err
 	}
 	var recs []struct {
 		ID string `bson:"_id"`
 	}
 	if err := cur.All(ctx, &recs); err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
+		return nil, err
 	}
 	out := make(map[string]bool, len(recs))
 	for _, r := range recs {
