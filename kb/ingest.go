@@ -799,16 +799,19 @@ func (k *KB) write(ctx context.Context, ps []*prepared) error {
 
 func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) error {
 	index := k.chunks.For(client)
-	previous := make([][]string, len(ps))
+	urns := make([]string, len(ps))
+	for i, p := range ps {
+		urns[i] = p.sourceURN
+	}
+	previous, err := index.SourcesChunkIDs(ctx, urns)
+	if err != nil {
+		return err
+	}
 	var chunks []rag.Chunk
 	var nodes []graph.Node
 	var edges []graph.Edge
 	nodeAt, edgeAt := map[string]int{}, map[string]int{}
-	for i, p := range ps {
-		var err error
-		if previous[i], err = index.SourceChunkIDs(ctx, p.sourceURN); err != nil {
-			return err
-		}
+	for _, p := range ps {
 		chunks = append(chunks, p.chunks...)
 		for _, n := range p.nodes {
 			if j, ok := nodeAt[n.Key]; ok {
@@ -854,8 +857,8 @@ func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) err
 	if err := g.UpsertEdges(ctx, edges...); err != nil {
 		return fmt.Errorf("store edges: %w", err)
 	}
-	for i, p := range ps {
-		if err := k.removeStale(ctx, client, p, previous[i]); err != nil {
+	for _, p := range ps {
+		if err := k.removeStale(ctx, client, p, previous[p.sourceURN]); err != nil {
 			return err
 		}
 	}

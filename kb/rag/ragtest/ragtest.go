@@ -40,6 +40,7 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 	}{
 		{"RoundTripAndReplace", testRoundTrip},
 		{"Deletes", testDeletes},
+		{"SourcesChunkIDs", testSourcesChunkIDs},
 		{"BM25", testBM25},
 		{"TitleField", testTitle},
 		{"NearVector", testNearVector},
@@ -501,6 +502,27 @@ func testTexts(t *testing.T, s rag.Store) {
 	want := map[string]string{"c-db": corpus()[0].Text, "c-food": corpus()[2].Text}
 	if !maps.Equal(got, want) {
 		t.Fatalf("texts: %v", got)
+	}
+}
+
+// Several sources' chunk IDs are read at once: each source's sorted, a
+// source named twice once, a source without chunks (or another client's)
+// absent.
+func testSourcesChunkIDs(t *testing.T, s rag.Store) {
+	x := load(t, s, "acme")
+	ctx := t.Context()
+	check(t, s.For("globex").Upsert(ctx, rag.Chunk{ID: "g-1", Text: "Globex mail", SourceURN: "email:44", Vector: []float32{1, 0, 0, 0}}))
+	got, err := x.SourcesChunkIDs(ctx, []string{"email:43", "jira:OPS-1", "urn:none", "email:43", "email:44"})
+	check(t, err)
+	want := map[string][]string{"email:43": {"c-food", "c-travel"}, "jira:OPS-1": {"c-db"}}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("sources' chunks: %v, want %v", got, want)
+	}
+	if got, err := x.SourcesChunkIDs(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("no sources: %v %v", got, err)
+	}
+	if got, err := s.For("initech").SourcesChunkIDs(ctx, []string{"email:43"}); err != nil || len(got) != 0 {
+		t.Fatalf("a client that never wrote: %v %v", got, err)
 	}
 }
 

@@ -379,25 +379,37 @@ func (x *index) Texts(ctx context.Context, ids ...string) (map[string]string, er
 
 // SourceChunkIDs implements rag.Index.
 func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string, error) {
+	m, err := x.SourcesChunkIDs(ctx, []string{sourceURN})
+	return m[sourceURN], err
+}
+
+// SourcesChunkIDs implements rag.Index.
+func (x *index) SourcesChunkIDs(ctx context.Context, sourceURNs []string) (map[string][]string, error) {
 	if x.err != nil {
 		return nil, x.err
 	}
+	out := map[string][]string{}
+	if len(sourceURNs) == 0 {
+		return out, nil
+	}
 	// Not ORDER BY id: the planner would pick the (client, id) index and scan
 	// every chunk of the client instead of (client, source_urn).
-	rows, err := x.s.db.Query(ctx, `SELECT id FROM chunks WHERE client = ? AND source_urn = ?`, x.client, sourceURN)
+	rows, err := x.s.db.Query(ctx, `SELECT source_urn, id FROM chunks WHERE client = ? AND source_urn IN (SELECT value FROM json_each(?))`,
+		x.client, sqlitedb.JSONList(sourceURNs))
 	if err != nil {
 		return nil, x.s.db.Explain("source chunks", err)
 	}
 	defer rows.Close()
-	var out []string
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var urn, id string
+		if err := rows.Scan(&urn, &id); err != nil {
 			return nil, err
 		}
-		out = append(out, id)
+		out[urn] = append(out[urn], id)
 	}
-	slices.Sort(out)
+	for _, ids := range out {
+		slices.Sort(ids)
+	}
 	return out, rows.Err()
 }
 

@@ -58,6 +58,7 @@ type Config struct {
 type Store struct {
 	c         *weaviate.Client
 	className string
+	listMax   int // the most objects one listing Get asks for (maxList)
 
 	mu      sync.Mutex
 	class   bool                 // the class exists
@@ -103,7 +104,7 @@ func Open(cfg Config) (*Store, error) {
 	if !classPattern.MatchString(class) {
 		return nil, fmt.Errorf("weaviate: class %q must match %s", class, classPattern)
 	}
-	return &Store{c: c, className: class, tenants: map[string]bool{}, dims: map[string]int{}, df: map[string]wordCount{},
+	return &Store{c: c, className: class, listMax: maxList, tenants: map[string]bool{}, dims: map[string]int{}, df: map[string]wordCount{},
 		counts: map[string]keptCount{}, writes: map[string]uint64{}}, nil
 }
 
@@ -518,24 +519,70 @@ func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 	return out, nil
 }
 
-// maxList bounds how many objects a listing reads.
+// maxList bounds how many objects a listing Get reads (Weaviate's own
+// bound, QUERY_MAXIMUM_RESULTS, is 10,000 by default).
 const maxList = 10000
 
 // SourceChunkIDs implements rag.Index.
 func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string, error) {
+	m, err := x.SourcesChunkIDs(ctx, []string{sourceURN})
+	return m[sourceURN], err
+}
+
+// sourcesPerGet bounds how many sources one Get of SourcesChunkIDs names.
+const sourcesPerGet = 200
+
+// SourcesChunkIDs implements rag.Index: a Get of only the chunks' IDs and
+// sources for up to sourcesPerGet sources at once.
+func (x *index) SourcesChunkIDs(ctx context.Context, sourceURNs []string) (map[string][]string, error) {
 	if x.err != nil {
 		return nil, x.err
 	}
-	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", maxList, where(rag.Filter{SourceURN: sourceURN}).String()), false)
-	if err != nil {
-		return nil, err
+	out := map[string][]string{}
+	if ok, err := x.exists(ctx); err != nil || !ok {
+		return out, err // a client that never wrote has nothing
 	}
-	var out []string
-	for _, r := range rows {
-		out = append(out, r.chunk.ID)
+	urns := slices.Compact(slices.Sorted(slices.Values(sourceURNs)))
+	for len(urns) > 0 {
+		n := min(len(urns), sourcesPerGet)
+		if err := x.sourcesChunkIDs(ctx, urns[:n], out); err != nil {
+			return nil, err
+		}
+		urns = urns[n:]
 	}
-	slices.Sort(out)
+	for _, ids := range out {
+		slices.Sort(ids)
+	}
 	return out, nil
+}
+
+// sourcesChunkIDs adds the chunk IDs of urns to out. A Get answers at most
+// listMax objects: one that may have stopped there is asked again in
+// halves, and a single source is listed up to listMax.
+func (x *index) sourcesChunkIDs(ctx context.Context, urns []string, out map[string][]string) error {
+	op := filters.ContainsAny
+	if len(urns) == 1 {
+		op = filters.Equal
+	}
+	w := filters.Where().WithPath([]string{"sourceUrn"}).WithOperator(op).WithValueText(urns...)
+	list, err := x.getObjects(ctx, "source chunks", fmt.Sprintf(`%s(tenant: %s, limit: %d, %s){chunkId sourceUrn}`, x.s.className, quote(x.client), x.s.listMax, w.String()))
+	if err != nil {
+		return err
+	}
+	if len(list) >= x.s.listMax && len(urns) > 1 {
+		half := len(urns) / 2
+		if err := x.sourcesChunkIDs(ctx, urns[:half], out); err != nil {
+			return err
+		}
+		return x.sourcesChunkIDs(ctx, urns[half:], out)
+	}
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		id, _ := m["chunkId"].(string)
+		urn, _ := m["sourceUrn"].(string)
+		out[urn] = append(out[urn], id)
+	}
+	return nil
 }
 
 func (x *index) deleteWhere(ctx context.Context, w *filters.WhereBuilder) (int, error) {

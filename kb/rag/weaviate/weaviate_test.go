@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,5 +176,35 @@ func TestOnlyWhatIsReadIsIndexed(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Fatalf("%d of the %d properties in the schema: %+v", seen, len(want), schema.Properties)
+	}
+}
+
+// A listing of several sources' chunks that may have stopped at the
+// listing bound is asked again in halves, so none is lost.
+func TestSourcesChunkIDsPastTheListBound(t *testing.T) {
+	u := integration.Env(t, "TEST_WEAVIATE_URL", "export TEST_WEAVIATE_URL=$(deploy/weaviate.sh start)")
+	s, err := weaviate.Open(weaviate.Config{URL: u, Class: fmt.Sprintf("JervisTest%d_%d", time.Now().UnixNano()%1e9, classes.Add(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.DeleteClass(context.Background()) })
+	s.SetListMax(3)
+	x := s.For("acme")
+	want := map[string][]string{"a": {"a-1", "a-2"}, "b": {"b-1", "b-2"}, "c": {"c-1"}, "d": {"d-1", "d-2"}}
+	var chunks []rag.Chunk
+	for urn, ids := range want {
+		for _, id := range ids {
+			chunks = append(chunks, rag.Chunk{ID: id, Text: "chunk " + id, SourceURN: urn, Vector: []float32{1, 0, 0, 0}})
+		}
+	}
+	if err := x.Upsert(t.Context(), chunks...); err != nil {
+		t.Fatal(err)
+	}
+	got, err := x.SourcesChunkIDs(t.Context(), []string{"d", "c", "b", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("sources' chunks: %v, want %v", got, want)
 	}
 }
