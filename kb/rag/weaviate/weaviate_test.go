@@ -130,7 +130,8 @@ func TestCountsAreKeptForASecond(t *testing.T) {
 
 // The class indexes what is read and no more: BM25 reads the stems only,
 // filters the chunk's ID, source, kind, node and text (its words' counts);
-// the title and the client's ID are only kept. Read back from the real
+// the title and the client's ID are only kept; the HNSW graph is built
+// with a narrower search than Weaviate's default. Read back from the real
 // server's schema.
 func TestOnlyWhatIsReadIsIndexed(t *testing.T) {
 	u := integration.Env(t, "TEST_WEAVIATE_URL", "export TEST_WEAVIATE_URL=$(deploy/weaviate.sh start)")
@@ -154,9 +155,15 @@ func TestOnlyWhatIsReadIsIndexed(t *testing.T) {
 			IndexFilterable bool
 			IndexSearchable bool
 		}
+		VectorIndexConfig struct {
+			EfConstruction int
+		}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&schema); err != nil {
 		t.Fatal(err)
+	}
+	if ef := schema.VectorIndexConfig.EfConstruction; ef != 64 {
+		t.Errorf("HNSW efConstruction %d, want 64", ef)
 	}
 	want := map[string][2]bool{ // filterable, searchable
 		"chunkId": {true, false}, "text": {true, false}, "sourceUrn": {true, false}, "sourceType": {true, false},
