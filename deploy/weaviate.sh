@@ -4,6 +4,7 @@
 #   deploy/weaviate.sh start   build weaviate-server when missing (once; cached), start it, wait until ready,
 #                              print its URL (export TEST_WEAVIATE_URL=...)
 #   deploy/weaviate.sh stop    stop it and delete its data
+#   deploy/weaviate.sh grpc    print its gRPC address (export TEST_WEAVIATE_GRPC=...)
 #
 # The server is built from the Go module proxy outside this project's module (the client and the server
 # modules do not compile together) into $JERVIS_CACHE (default ~/.cache/jervis-weaviate), which CI reuses:
@@ -47,4 +48,8 @@ start() {
 	server_wait "curl -fsS '$URL/v1/.well-known/ready'" "$URL" 120
 }
 
+if [[ ${1:-} == grpc ]]; then
+	echo "127.0.0.1:$GRPC"
+	exit 0
+fi
 server_main "$@"

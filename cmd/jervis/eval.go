@@ -19,7 +19,6 @@ import (
 	"github.com/jervis-dev/jervis/kb/embed/corpus"
 	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/eval"
-	"github.com/jervis-dev/jervis/kb/rag/weaviate"
 	"github.com/jervis-dev/jervis/pollers"
 	"github.com/jervis-dev/jervis/pollers/filedrop"
 	"github.com/jervis-dev/jervis/pollers/git"
@@ -251,7 +250,7 @@ func (a *app) openMeasured(ctx context.Context, dir, client string) (*embedded.A
 	}
 	if a.cfg.RAG.Backend == "weaviate" {
 		w := a.cfg.RAG.Weaviate
-		s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout})
+		s, err := openWeaviate(w)
 		if err != nil {
 			return nil, "", err
 		}

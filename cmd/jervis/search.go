@@ -65,8 +65,7 @@ func (a *app) serverBackends(ctx context.Context) (embedded.Backends, error) {
 		b.Embedder = e
 	}
 	if a.cfg.RAG.Backend == "weaviate" {
-		w := a.cfg.RAG.Weaviate
-		s, err := weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, Timeout: w.Timeout})
+		s, err := openWeaviate(a.cfg.RAG.Weaviate)
 		if err != nil {
 			return b, err
 		}
@@ -216,4 +215,9 @@ func oneLine(s string, max int) string {
 		return string(r[:max-1]) + "…"
 	}
 	return s
+}
+
+// openWeaviate opens the chunk store of rag.backend weaviate.
+func openWeaviate(w config.Weaviate) (*weaviate.Store, error) {
+	return weaviate.Open(weaviate.Config{URL: w.URL, Class: w.Class, GRPC: w.GRPC, Timeout: w.Timeout})
 }

@@ -13,15 +13,17 @@ import (
 	"github.com/jervis-dev/jervis/kb/eval"
 )
 
-// serve --demo with rag.backend weaviate: the demo corpus's chunks go to a
-// real Weaviate, /readyz reports it, and the demo search finds them.
+// serve --demo with rag.backend weaviate, batch writes over gRPC as the
+// docker-compose stack has them: the demo corpus's chunks go to a real
+// Weaviate, /readyz reports it, and the demo search finds them.
 func TestServeDemoOnWeaviate(t *testing.T) {
 	u := integration.Env(t, "TEST_WEAVIATE_URL", "export TEST_WEAVIATE_URL=$(deploy/weaviate.sh start)")
+	g := integration.Env(t, "TEST_WEAVIATE_GRPC", "export TEST_WEAVIATE_GRPC=$(deploy/weaviate.sh grpc)")
 	t.Parallel()
 	data := t.TempDir()
 	class := fmt.Sprintf("JervisServe%d", time.Now().UnixNano()%1e9)
 	cmd := jervis(t, "serve", "--demo", "--data", data, "--listen", "127.0.0.1:0", "--roles", "indexers,qualifier,api", "--log-format", "json")
-	cmd.Env = append(cmd.Env, "JERVIS_RAG_BACKEND=weaviate", "JERVIS_RAG_WEAVIATE_URL="+u, "JERVIS_RAG_WEAVIATE_CLASS="+class)
+	cmd.Env = append(cmd.Env, "JERVIS_RAG_BACKEND=weaviate", "JERVIS_RAG_WEAVIATE_URL="+u, "JERVIS_RAG_WEAVIATE_GRPC="+g, "JERVIS_RAG_WEAVIATE_CLASS="+class)
 	var stdout lockedBuffer
 	cmd.Stdout = &stdout
 	lines := jsonLogs(t, cmd)

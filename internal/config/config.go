@@ -261,8 +261,11 @@ type OllamaEmbedder struct {
 
 // Weaviate locates the Weaviate server of rag.backend weaviate.
 type Weaviate struct {
-	URL     string        `yaml:"url"`   // e.g. http://weaviate:8080
-	Class   string        `yaml:"class"` // the class holding every client's chunks
+	URL   string `yaml:"url"`   // e.g. http://weaviate:8080
+	Class string `yaml:"class"` // the class holding every client's chunks
+	// GRPC is the server's gRPC address (host:port, e.g. weaviate:50051),
+	// over which batch writes go; empty, they go over REST.
+	GRPC    string        `yaml:"grpc"`
 	Timeout time.Duration `yaml:"timeout"`
 }
 

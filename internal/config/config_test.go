@@ -122,6 +122,9 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{func(c *config.Config) { c.Embedder.ClientEncoder.Growth = 1 }, "embedder.client_encoder.growth"},
 		{func(c *config.Config) { c.Embedder.ClientEncoder.Every = 0 }, "embedder.client_encoder.every"},
 		{func(c *config.Config) { c.RAG.Backend, c.RAG.Weaviate.URL = "weaviate", "weaviate:8080" }, "rag.weaviate.url"},
+		{func(c *config.Config) {
+			c.RAG.Backend, c.RAG.Weaviate.URL, c.RAG.Weaviate.GRPC = "weaviate", "http://weaviate:8080", "weaviate"
+		}, "rag.weaviate.grpc"},
 		{func(c *config.Config) { c.ShutdownTimeout = 0 }, "shutdown_timeout"},
 		{func(c *config.Config) { c.MemoryLimit = "1 gigabyte" }, "memory_limit"},
 		{func(c *config.Config) { c.GCPercent = 0 }, "gc_percent"},

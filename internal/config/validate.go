@@ -134,6 +134,11 @@ func (s RAG) validate(p *problems) {
 		if !isHTTPURL(s.Weaviate.URL) {
 			p.add("rag.weaviate.url", "%q is not an http(s) URL (rag.backend is weaviate)", s.Weaviate.URL)
 		}
+		if g := s.Weaviate.GRPC; g != "" {
+			if host, port, err := net.SplitHostPort(g); err != nil || host == "" || port == "" {
+				p.add("rag.weaviate.grpc", "%q is not host:port", g)
+			}
+		}
 		if s.Weaviate.Timeout <= 0 {
 			p.add("rag.weaviate.timeout", "%s is not positive", s.Weaviate.Timeout)
 		}

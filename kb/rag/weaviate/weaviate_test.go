@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,19 +28,48 @@ var classes atomic.Int64
 // The conformance suite against a real Weaviate: each test gets a class of
 // its own, deleted after. Weaviate's BM25 neither stems nor folds accents:
 // the backend gives it stems without accents (Stems).
+// The suite runs twice: batch writes over REST, and over gRPC.
 func TestConformance(t *testing.T) {
 	u := integration.Env(t, "TEST_WEAVIATE_URL", "export TEST_WEAVIATE_URL=$(deploy/weaviate.sh start)")
-	ragtest.ExerciseCaps(t, func(t *testing.T) rag.Store {
-		s, err := weaviate.Open(weaviate.Config{URL: u, Class: fmt.Sprintf("JervisTest%d_%d", time.Now().UnixNano()%1e9, classes.Add(1))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Ping(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.DeleteClass(context.Background()) })
-		return s
-	}, ragtest.Caps{Stemming: true, FoldsAccents: true})
+	for _, transport := range []string{"REST", "gRPC"} {
+		t.Run(transport, func(t *testing.T) {
+			var grpc string
+			if transport == "gRPC" {
+				grpc = integration.Env(t, "TEST_WEAVIATE_GRPC", "export TEST_WEAVIATE_GRPC=$(deploy/weaviate.sh grpc)")
+			}
+			ragtest.ExerciseCaps(t, func(t *testing.T) rag.Store {
+				s, err := weaviate.Open(weaviate.Config{URL: u, GRPC: grpc, Class: fmt.Sprintf("JervisTest%d_%d", time.Now().UnixNano()%1e9, classes.Add(1))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				if err := s.Ping(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.DeleteClass(context.Background()) })
+				return s
+			}, ragtest.Caps{Stemming: true, FoldsAccents: true})
+		})
+	}
+}
+
+// A gRPC address nothing answers at fails Ping (so /readyz), naming it;
+// one that is not host:port fails Open.
+func TestGRPCAddressChecked(t *testing.T) {
+	u := integration.Env(t, "TEST_WEAVIATE_URL", "export TEST_WEAVIATE_URL=$(deploy/weaviate.sh start)")
+	if _, err := weaviate.Open(weaviate.Config{URL: u, GRPC: "weaviate"}); err == nil || !strings.Contains(err.Error(), "host:port") {
+		t.Fatalf("open with grpc weaviate: %v", err)
+	}
+	s, err := weaviate.Open(weaviate.Config{URL: u, GRPC: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := s.Ping(ctx); err == nil || !strings.Contains(err.Error(), "grpc 127.0.0.1:1") {
+		t.Fatalf("ping: %v", err)
+	}
 }
 
 // Stems are what the stemmed properties hold and BM25 is asked: the
