@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -40,8 +41,9 @@ type compose struct {
 
 // docker-compose.yml holds together without a Docker engine: every image
 // pinned, the jervis service's JERVIS_* variables all known and valid, its
-// Weaviate URL pointing at the weaviate service's port, which is health-
-// checked before jervis starts, and every named volume declared.
+// Weaviate URL and gRPC address pointing at the weaviate service's ports,
+// which are health-checked before jervis starts, and every named volume
+// declared.
 func TestComposeFile(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../docker-compose.yml")
@@ -103,6 +105,11 @@ func TestComposeFile(t *testing.T) {
 	}
 	if w.Environment["DEFAULT_VECTORIZER_MODULE"] != "none" {
 		t.Fatal("weaviate must take Jervis's own vectors (vectorizer none)")
+	}
+	// Batch writes go over Weaviate's gRPC endpoint, the port the service
+	// sets (GRPC_PORT).
+	if host, port, err := net.SplitHostPort(cfg.RAG.Weaviate.GRPC); err != nil || host != u.Hostname() || port != w.Environment["GRPC_PORT"] {
+		t.Fatalf("rag.weaviate.grpc %q: not the weaviate service's GRPC_PORT %q", cfg.RAG.Weaviate.GRPC, w.Environment["GRPC_PORT"])
 	}
 	for _, host := range []string{cfg.Embedder.Ollama.Host, cfg.Qualifier.OllamaHost, cfg.Executor.OllamaHost} {
 		if h, _ := url.Parse(host); h.Hostname() != "ollama" {
