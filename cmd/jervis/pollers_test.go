@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -38,30 +37,23 @@ func TestServePollsAFiledropConnection(t *testing.T) {
 `, drop)), 0o644)
 	cmd := jervis(t, "serve", "--config", conf, "--data", data, "--listen", "127.0.0.1:0", "--roles", "pollers,indexers", "--log-format", "json")
 	cmd.Env = append(cmd.Env, "TEST_IMAP_PASSWORD=hunter2-very-secret")
-	stderr, _ := cmd.StderrPipe()
+	var logs lockedBuffer
+	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	var logs strings.Builder
-	done := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-		}
-		close(done)
-	}()
+	// Until the file is indexed and the IMAP poll has failed: the two
+	// connections poll at once, and either may finish first.
 	var st store.Stats
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		_, out, _ := runCLI(t, nil, "status", "--json", "--data", data)
-		if json.Unmarshal([]byte(out), &st) == nil && st.Documents["INDEXED"] == 1 {
+		if json.Unmarshal([]byte(out), &st) == nil && st.Documents["INDEXED"] == 1 && strings.Contains(logs.String(), `"msg":"poll failed"`) {
 			break
 		}
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
-	<-done
 	if st.Documents["INDEXED"] != 1 || st.TasksByKind["LINK_PROCESSING"]["DONE"] != 1 { // recorded with its document
 		t.Fatalf("dropped file not indexed: %+v\n%s", st.Documents, logs.String())
 	}
