@@ -407,7 +407,7 @@ func (x *index) dimension(ctx context.Context) (int, error) {
 	if dim > 0 {
 		return dim, nil
 	}
-	rows, err := x.get(ctx, "limit: 1", true)
+	rows, err := x.get(ctx, "limit: 1", "chunkId", true)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
@@ -429,9 +429,23 @@ type row struct {
 
 const fields = `chunkId text title sourceUrn sourceType kind nodeKey graphRefs ts`
 
+// fieldsNoText are a search's fields when its hits may come without their
+// texts (rag.Query.NoText: a pool of 200 passages whose few kept have their
+// texts read after): Weaviate then neither decodes nor sends the texts.
+const fieldsNoText = `chunkId title sourceUrn sourceType kind nodeKey graphRefs ts`
+
+// searchFields are the fields a search q asks for.
+func searchFields(q rag.Query) string {
+	if q.NoText {
+		return fieldsNoText
+	}
+	return fields
+}
+
 // get runs a Get on the client's tenant with args (GraphQL, already
-// escaped) and returns its rows.
-func (x *index) get(ctx context.Context, args string, withVector bool) ([]row, error) {
+// escaped) and returns its rows, with the properties props (a fields
+// list) and with their vectors or not.
+func (x *index) get(ctx context.Context, args, props string, withVector bool) ([]row, error) {
 	if ok, err := x.exists(ctx); err != nil || !ok {
 		return nil, err // a client that never wrote has nothing
 	}
@@ -439,7 +453,7 @@ func (x *index) get(ctx context.Context, args string, withVector bool) ([]row, e
 	if withVector {
 		extra += " vector"
 	}
-	list, err := x.getObjects(ctx, "query", fmt.Sprintf(`%s(tenant: %s, %s){%s _additional{%s}}`, x.s.className, quote(x.client), args, fields, extra))
+	list, err := x.getObjects(ctx, "query", fmt.Sprintf(`%s(tenant: %s, %s){%s _additional{%s}}`, x.s.className, quote(x.client), args, props, extra))
 	if err != nil {
 		return nil, err
 	}
@@ -558,7 +572,7 @@ func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 		return nil, nil
 	}
 	w := filters.Where().WithPath([]string{"chunkId"}).WithOperator(filters.ContainsAny).WithValueText(ids...)
-	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), w.String()), true)
+	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), w.String()), fields, true)
 	if err != nil {
 		return nil, err
 	}
@@ -579,6 +593,48 @@ func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 // maxList bounds how many objects a listing Get reads (Weaviate's own
 // bound, QUERY_MAXIMUM_RESULTS, is 10,000 by default).
 const maxList = 10000
+
+// Texts implements rag.TextGetter: the chunks' IDs and texts alone (Get
+// would read their vectors and metadata too).
+func (x *index) Texts(ctx context.Context, ids ...string) (map[string]string, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	out := make(map[string]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	w := filters.Where().WithPath([]string{"chunkId"}).WithOperator(filters.ContainsAny).WithValueText(ids...)
+	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), w.String()), "chunkId text", false)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.chunk.ID] = r.chunk.Text
+	}
+	return out, nil
+}
+
+// SourceTexts implements rag.SourceTexter: one Get of the source's chunks'
+// IDs, texts, titles and kinds (SourceChunkIDs and Get would be two, Get's
+// with the vectors), up to the listing bound.
+func (x *index) SourceTexts(ctx context.Context, sourceURN string) ([]rag.Chunk, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	w := where(rag.Filter{SourceURN: sourceURN})
+	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", x.s.listMax, w.String()), "chunkId text title kind sourceUrn", false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]rag.Chunk, len(rows))
+	for i, r := range rows {
+		out[i] = r.chunk
+		out[i].GraphRefs = nil
+	}
+	slices.SortFunc(out, func(a, b rag.Chunk) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
 
 // SourceChunkIDs implements rag.Index.
 func (x *index) SourceChunkIDs(ctx context.Context, sourceURN string) ([]string, error) {
@@ -881,7 +937,7 @@ func (x *index) BM25(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if strings.TrimSpace(q.Text) == "" {
 		return nil, nil
 	}
-	rows, err := x.get(ctx, fmt.Sprintf(`bm25: {query: %s, properties: %s}, limit: %d%s`, quote(Stems(q.Text)), searchProps, q.Limit, whereArg(where(q.Filter))), false)
+	rows, err := x.get(ctx, fmt.Sprintf(`bm25: {query: %s, properties: %s}, limit: %d%s`, quote(Stems(q.Text)), searchProps, q.Limit, whereArg(where(q.Filter))), searchFields(q), false)
 	if err != nil {
 		return nil, err
 	}
@@ -911,7 +967,7 @@ func (x *index) NearVector(ctx context.Context, q rag.Query) ([]rag.Hit, error) 
 	} else if have > 0 && have != len(q.Vector) {
 		return nil, fmt.Errorf("%w: vector: %d dimensions, the index has %d", rag.ErrInvalid, len(q.Vector), have)
 	}
-	rows, err := x.get(ctx, fmt.Sprintf(`nearVector: {vector: %s}, limit: %d%s`, vectorJSON(q.Vector), q.Limit, whereArg(where(q.Filter))), false)
+	rows, err := x.get(ctx, fmt.Sprintf(`nearVector: {vector: %s}, limit: %d%s`, vectorJSON(q.Vector), q.Limit, whereArg(where(q.Filter))), searchFields(q), false)
 	if err != nil {
 		return nil, err
 	}
@@ -939,7 +995,7 @@ func (x *index) Hybrid(ctx context.Context, q rag.Query) ([]rag.Hit, error) {
 	if len(q.Vector) > 0 {
 		arg += ", vector: " + vectorJSON(q.Vector)
 	}
-	rows, err := x.get(ctx, fmt.Sprintf(`%s}, limit: %d%s`, arg, q.Limit, whereArg(where(q.Filter))), false)
+	rows, err := x.get(ctx, fmt.Sprintf(`%s}, limit: %d%s`, arg, q.Limit, whereArg(where(q.Filter))), searchFields(q), false)
 	if err != nil {
 		return nil, err
 	}
