@@ -198,7 +198,8 @@ type index struct {
 
 // efConstruction is the breadth of the HNSW search that links a new vector
 // into the graph (Weaviate's default 128). Inserting into the graph was a
-// third of Weaviate's CPU while it took the dev Jira corpus; at 64 it took
+// fifth to a third of Weaviate's CPU while it took the dev Jira corpus
+// (BENCHMARKS.md, thirty-eighth round); at 64 it took
 // it in 30.6 s instead of 34.6 (Weaviate's CPU 43 → 35 s, this 2-core
 // machine), and the same eval's vector-only search was unchanged within
 // Weaviate's run-to-run noise (recall@10 / MRR@10 0.655 / 0.401 → 0.662 /
