@@ -564,6 +564,11 @@ func whereArg(w *filters.WhereBuilder) string {
 	return ", " + w.String()
 }
 
+// byChunkIDs filters the chunks whose IDs are ids.
+func byChunkIDs(ids []string) *filters.WhereBuilder {
+	return filters.Where().WithPath([]string{"chunkId"}).WithOperator(filters.ContainsAny).WithValueText(ids...)
+}
+
 // Get implements rag.Index.
 func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 	if x.err != nil {
@@ -572,8 +577,7 @@ func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	w := filters.Where().WithPath([]string{"chunkId"}).WithOperator(filters.ContainsAny).WithValueText(ids...)
-	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), w.String()), fields, true)
+	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), byChunkIDs(ids).String()), fields, true)
 	if err != nil {
 		return nil, err
 	}
@@ -605,8 +609,7 @@ func (x *index) Texts(ctx context.Context, ids ...string) (map[string]string, er
 	if len(ids) == 0 {
 		return out, nil
 	}
-	w := filters.Where().WithPath([]string{"chunkId"}).WithOperator(filters.ContainsAny).WithValueText(ids...)
-	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), w.String()), "chunkId text", false)
+	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), byChunkIDs(ids).String()), "chunkId text", false)
 	if err != nil {
 		return nil, err
 	}
@@ -723,7 +726,7 @@ func (x *index) Delete(ctx context.Context, ids ...string) (int, error) {
 	if len(ids) == 0 {
 		return 0, x.err
 	}
-	return x.deleteWhere(ctx, filters.Where().WithPath([]string{"chunkId"}).WithOperator(filters.ContainsAny).WithValueText(ids...))
+	return x.deleteWhere(ctx, byChunkIDs(ids))
 }
 
 // DeleteBySource implements rag.Index.
