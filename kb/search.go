@@ -335,21 +335,17 @@ func (k *KB) passageTexts(ctx context.Context, client string, items []Item) (fil
 	if len(want) == 0 {
 		return func() error { return nil }
 	}
-	var chunks []rag.Chunk
+	var byID map[string]rag.Chunk
 	var err error
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		chunks, err = k.chunks.For(client).Get(ctx, want...)
+		byID, err = rag.Texts(ctx, k.chunks.For(client), want...)
 	}()
 	return func() error {
 		<-read
 		if err != nil {
 			return fmt.Errorf("passages: %w", err)
-		}
-		byID := make(map[string]rag.Chunk, len(chunks))
-		for _, c := range chunks {
-			byID[c.ID] = c
 		}
 		for i := range items {
 			it := &items[i]
@@ -380,7 +376,7 @@ func (k *KB) relations(ctx context.Context, client string, edges []graph.Edge) (
 			}
 		}
 	}
-	text, err := rag.Texts(ctx, k.chunks.For(client), want...)
+	chunks, err := rag.Texts(ctx, k.chunks.For(client), want...)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: %w", err)
 	}
@@ -389,8 +385,8 @@ func (k *KB) relations(ctx context.Context, client string, edges []graph.Edge) (
 		it := Item{Kind: ItemRelation, Score: e.Confidence, Content: e.From + " -[" + e.Type + "]-> " + e.To, NodeKeys: []string{e.From, e.To},
 			EdgeKey: e.Key(), EdgeType: e.Type, Confidence: e.Confidence, Origin: e.Origin}
 		for _, c := range e.EvidenceChunkIDs[:min(maxEvidence, len(e.EvidenceChunkIDs))] {
-			if t, ok := text[c]; ok {
-				it.Evidence = append(it.Evidence, Evidence{ChunkID: c, Text: t})
+			if ch, ok := chunks[c]; ok {
+				it.Evidence = append(it.Evidence, Evidence{ChunkID: c, Text: ch.Text})
 			}
 		}
 		items = append(items, it)

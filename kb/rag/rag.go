@@ -165,13 +165,17 @@ func ValidateChunk(c Chunk, dim int) error {
 	return nil
 }
 
-// TextGetter is an Index that can read chunk texts alone, cheaper than Get.
+// TextGetter is an Index that can read chunks' texts and titles alone,
+// cheaper than Get (which reads the vectors too).
 type TextGetter interface {
-	Texts(ctx context.Context, ids ...string) (map[string]string, error)
+	// Texts returns the chunks ids that exist, by ID, with their IDs,
+	// texts and titles alone.
+	Texts(ctx context.Context, ids ...string) (map[string]Chunk, error)
 }
 
-// Texts returns the texts of the chunks ids of x that exist, by chunk ID.
-func Texts(ctx context.Context, x Index, ids ...string) (map[string]string, error) {
+// Texts returns the chunks ids of x that exist, by chunk ID, with (at
+// least) their IDs, texts and titles.
+func Texts(ctx context.Context, x Index, ids ...string) (map[string]Chunk, error) {
 	if tg, ok := x.(TextGetter); ok {
 		return tg.Texts(ctx, ids...)
 	}
@@ -179,9 +183,9 @@ func Texts(ctx context.Context, x Index, ids ...string) (map[string]string, erro
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]string, len(chunks))
+	out := make(map[string]Chunk, len(chunks))
 	for _, c := range chunks {
-		out[c.ID] = c.Text
+		out[c.ID] = c
 	}
 	return out, nil
 }

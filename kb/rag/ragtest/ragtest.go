@@ -497,17 +497,30 @@ func testValidation(t *testing.T, s rag.Store) {
 	}
 }
 
-// rag.Texts (the index's own TextGetter when it has one) returns the texts
-// Get returns, of existing chunks of the index's client only.
+// rag.Texts (the index's own TextGetter when it has one) returns the IDs,
+// texts and titles Get returns, of existing chunks of the index's client
+// only.
 func testTexts(t *testing.T, s rag.Store) {
 	x := load(t, s, "acme")
+	ctx := t.Context()
 	other := s.For("globex")
-	check(t, other.Upsert(t.Context(), rag.Chunk{ID: "g-1", Text: "Globex secret", SourceURN: "urn:g", Vector: []float32{1, 0, 0, 0}}))
-	got, err := rag.Texts(t.Context(), x, "c-db", "nope", "c-food", "g-1")
+	check(t, other.Upsert(ctx, rag.Chunk{ID: "g-1", Text: "Globex secret", SourceURN: "urn:g", Vector: []float32{1, 0, 0, 0}}))
+	check(t, x.Upsert(ctx, rag.Chunk{ID: "c-titled", Title: "Orders index corrupt", Text: "Rebuilt the index.", SourceURN: "jira:OPS-2", Vector: []float32{1, 0, 0, 0}}))
+	got, err := rag.Texts(ctx, x, "c-db", "nope", "c-food", "g-1", "c-titled")
 	check(t, err)
-	want := map[string]string{"c-db": corpus()[0].Text, "c-food": corpus()[2].Text}
-	if !maps.Equal(got, want) {
-		t.Fatalf("texts: %v", got)
+	if len(got) != 3 {
+		t.Fatalf("texts: %d chunks (%v), want c-db, c-food and c-titled", len(got), slices.Collect(maps.Keys(got)))
+	}
+	full, err := x.Get(ctx, "c-db", "c-food", "c-titled")
+	check(t, err)
+	for _, want := range full {
+		c, ok := got[want.ID]
+		if !ok || c.ID != want.ID || c.Text != want.Text || c.Title != want.Title {
+			t.Errorf("texts: %s = %+v, want ID, text and title %q, %q, %q", want.ID, c, want.ID, want.Text, want.Title)
+		}
+	}
+	if got["c-titled"].Title != "Orders index corrupt" {
+		t.Errorf("texts: c-titled's title %q", got["c-titled"].Title)
 	}
 }
 

@@ -352,27 +352,27 @@ func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 	return out, nil
 }
 
-// Texts returns the texts of the client's chunks ids (those that exist):
-// what evidence needs, without the vectors and refs Get decodes.
-func (x *index) Texts(ctx context.Context, ids ...string) (map[string]string, error) {
+// Texts implements rag.TextGetter: what evidence and passages need,
+// without the vectors and refs Get decodes.
+func (x *index) Texts(ctx context.Context, ids ...string) (map[string]rag.Chunk, error) {
 	if x.err != nil {
 		return nil, x.err
 	}
-	out := make(map[string]string, len(ids))
+	out := make(map[string]rag.Chunk, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := x.s.db.Query(ctx, `SELECT id, text FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, sqlitedb.JSONList(ids))
+	rows, err := x.s.db.Query(ctx, `SELECT id, text, title FROM chunks WHERE client = ? AND id IN (SELECT value FROM json_each(?))`, x.client, sqlitedb.JSONList(ids))
 	if err != nil {
 		return nil, x.s.db.Explain("chunk texts", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, text string
-		if err := rows.Scan(&id, &text); err != nil {
+		var c rag.Chunk
+		if err := rows.Scan(&c.ID, &c.Text, &c.Title); err != nil {
 			return nil, err
 		}
-		out[id] = text
+		out[c.ID] = c
 	}
 	return out, rows.Err()
 }

@@ -667,22 +667,22 @@ func (x *index) Get(ctx context.Context, ids ...string) ([]rag.Chunk, error) {
 // bound, QUERY_MAXIMUM_RESULTS, is 10,000 by default).
 const maxList = 10000
 
-// Texts implements rag.TextGetter: the chunks' IDs and texts alone (Get
-// would read their vectors and metadata too).
-func (x *index) Texts(ctx context.Context, ids ...string) (map[string]string, error) {
+// Texts implements rag.TextGetter: the chunks' IDs, texts and titles alone
+// (Get would read their vectors and metadata too).
+func (x *index) Texts(ctx context.Context, ids ...string) (map[string]rag.Chunk, error) {
 	if x.err != nil {
 		return nil, x.err
 	}
-	out := make(map[string]string, len(ids))
+	out := make(map[string]rag.Chunk, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), byChunkIDs(ids).String()), "chunkId text", false)
+	rows, err := x.get(ctx, fmt.Sprintf("limit: %d, %s", len(ids), byChunkIDs(ids).String()), "chunkId text title", false)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range rows {
-		out[r.chunk.ID] = r.chunk.Text
+		out[r.chunk.ID] = rag.Chunk{ID: r.chunk.ID, Text: r.chunk.Text, Title: r.chunk.Title}
 	}
 	return out, nil
 }
