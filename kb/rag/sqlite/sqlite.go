@@ -76,6 +76,10 @@ type Store struct {
 var (
 	_ rag.Store      = (*Store)(nil)
 	_ rag.QuerySpace = (*Store)(nil)
+	// The optional reads search asks for by assertion: a signature that
+	// drifted would fall back to Get without a word.
+	_ rag.TextGetter   = (*index)(nil)
+	_ rag.SourceTexter = (*index)(nil)
 )
 
 // Open opens (creating when missing) the chunk database at path.

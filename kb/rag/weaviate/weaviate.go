@@ -106,7 +106,13 @@ type wordCount struct{ n, total int }
 // dfCacheWords is how many counts the store keeps (then it starts over).
 const dfCacheWords = 200_000
 
-var _ rag.Store = (*Store)(nil)
+var (
+	_ rag.Store = (*Store)(nil)
+	// The optional reads search asks for by assertion: a signature that
+	// drifted would fall back to Get without a word.
+	_ rag.TextGetter   = (*index)(nil)
+	_ rag.SourceTexter = (*index)(nil)
+)
 
 // Open connects (without waiting for the server; Ping does).
 func Open(cfg Config) (*Store, error) {
