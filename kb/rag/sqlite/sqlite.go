@@ -76,10 +76,13 @@ type Store struct {
 var (
 	_ rag.Store      = (*Store)(nil)
 	_ rag.QuerySpace = (*Store)(nil)
-	// The optional reads search asks for by assertion: a signature that
+	// The optional interfaces search and bench ask for by assertion: a signature that
 	// drifted would fall back to Get without a word.
-	_ rag.TextGetter   = (*index)(nil)
-	_ rag.SourceTexter = (*index)(nil)
+	_ rag.TextGetter          = (*index)(nil)
+	_ rag.SourceTexter        = (*index)(nil)
+	_ rag.TermCounter         = (*index)(nil)
+	_ rag.VectorSampler       = (*index)(nil)
+	_ rag.ExactVectorSearcher = (*index)(nil)
 )
 
 // Open opens (creating when missing) the chunk database at path.

@@ -108,10 +108,12 @@ const dfCacheWords = 200_000
 
 var (
 	_ rag.Store = (*Store)(nil)
-	// The optional reads search asks for by assertion: a signature that
+	// The optional interfaces search and bench ask for by assertion: a signature that
 	// drifted would fall back to Get without a word.
-	_ rag.TextGetter   = (*index)(nil)
-	_ rag.SourceTexter = (*index)(nil)
+	_ rag.TextGetter    = (*index)(nil)
+	_ rag.SourceTexter  = (*index)(nil)
+	_ rag.TermCounter   = (*index)(nil)
+	_ rag.VectorSampler = (*index)(nil)
 )
 
 // Open connects (without waiting for the server; Ping does).
