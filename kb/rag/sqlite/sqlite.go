@@ -76,8 +76,8 @@ type Store struct {
 var (
 	_ rag.Store      = (*Store)(nil)
 	_ rag.QuerySpace = (*Store)(nil)
-	// The optional interfaces search and bench ask for by assertion: a signature that
-	// drifted would fall back to Get without a word.
+	// The optional interfaces search and bench ask for by assertion: a
+	// signature that drifted would be passed over without a word.
 	_ rag.TextGetter          = (*index)(nil)
 	_ rag.SourceTexter        = (*index)(nil)
 	_ rag.TermCounter         = (*index)(nil)

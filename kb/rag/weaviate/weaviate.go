@@ -108,8 +108,8 @@ const dfCacheWords = 200_000
 
 var (
 	_ rag.Store = (*Store)(nil)
-	// The optional interfaces search and bench ask for by assertion: a signature that
-	// drifted would fall back to Get without a word.
+	// The optional interfaces search and bench ask for by assertion: a
+	// signature that drifted would be passed over without a word.
 	_ rag.TextGetter    = (*index)(nil)
 	_ rag.SourceTexter  = (*index)(nil)
 	_ rag.TermCounter   = (*index)(nil)
