@@ -11,9 +11,9 @@
 package links
 
 import (
+	"iter"
 	"net"
 	"net/url"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -35,24 +35,94 @@ type Link struct {
 	Context string `json:"context,omitempty"`
 }
 
-var textURL = regexp.MustCompile(`(?i)\bhttps?://[^\s<>"'` + "`" + `{}|\\^\[\]]+`)
-
 // FromText returns the distinct links in plain text, in order of first
 // appearance.
 func FromText(text string) []Link {
 	var out []Link
 	seen := map[string]bool{}
-	for _, m := range textURL.FindAllStringIndex(text, -1) {
-		if m[1]-m[0] > MaxURLLen { // too long to be a link; and trimming it would be quadratic
+	for start, end := range textURLs(text) {
+		if end-start > MaxURLLen { // too long to be a link; and trimming it would be quadratic
 			continue
 		}
-		raw := trimTrailing(text[m[0]:m[1]])
-		add(&out, seen, raw, text, m[0], m[0]+len(raw))
+		raw := trimTrailing(text[start:end])
+		add(&out, seen, raw, text, start, start+len(raw))
 		if len(out) >= MaxLinks {
 			break
 		}
 	}
 	return out
+}
+
+// textURLs yields the start and end of each URL in text, leftmost first,
+// not overlapping: what the regular expression
+//
+//	(?i)\bhttps?://[^\s<>"'`{}|\\^\[\]]+
+//
+// finds (TestTextURLsAsTheRegexp checks it), for a fraction of its cost:
+// the regexp tried every position of the text (no literal prefix under
+// (?i)), 3 % of the pipeline's CPU on the dev Jira corpus; this looks
+// for "://" and reads back the scheme.
+func textURLs(text string) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		for i := 0; ; {
+			j := strings.Index(text[i:], "://")
+			if j < 0 {
+				return
+			}
+			at := i + j
+			i = at + 3
+			start := schemeStart(text, at)
+			if start < 0 {
+				continue
+			}
+			end := i
+			for end < len(text) && urlByte(text[end]) {
+				end++
+			}
+			if end == i { // nothing after "://"
+				continue
+			}
+			if !yield(start, end) {
+				return
+			}
+			i = end
+		}
+	}
+}
+
+// schemeStart is where "http" or "https" (any case; "ſ", which folds to
+// "s", as the regexp's (?i) takes it) ends at at, after a word boundary;
+// -1 if none does.
+func schemeStart(text string, at int) int {
+	start := -1
+	switch {
+	case at >= 5 && strings.EqualFold(text[at-5:at], "https"):
+		start = at - 5
+	case at >= 6 && text[at-2:at] == "ſ" && strings.EqualFold(text[at-6:at-2], "http"):
+		start = at - 6
+	case at >= 4 && strings.EqualFold(text[at-4:at], "http"):
+		start = at - 4
+	}
+	if start > 0 && isWordByte(text[start-1]) {
+		return -1
+	}
+	return start
+}
+
+// urlByte reports whether b may be in a URL in text: not ASCII white space
+// (RE2's \s: tab, newline, form feed, carriage return, space) nor one of
+// <>"'`{}|\^[]. Other bytes, those of any non-ASCII rune included, may.
+func urlByte(b byte) bool {
+	switch b {
+	case '\t', '\n', '\f', '\r', ' ', '<', '>', '"', '\'', '`', '{', '}', '|', '\\', '^', '[', ']':
+		return false
+	}
+	return true
+}
+
+// isWordByte is RE2's \w: an ASCII letter, digit or underscore.
+func isWordByte(b byte) bool {
+	return b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
 }
 
 // FromHTML returns the distinct links in an HTML document (a and area href,
