@@ -579,9 +579,8 @@ func (q *Qualifier) finishData(ctx context.Context, t store.Task, doc store.Docu
 	if err := q.possibleDuplicates(ctx, doc, structure, &res); err != nil {
 		return f, err
 	}
-	decision, reason := rules.Route(shape, doc, q.cfg.Users)
-	asks := rules.Asked(shape, doc)
-	summary := rules.Summary(shape, doc, decision, reason)
+	read := rules.Read(shape, doc, q.cfg.Users)
+	decision, reason, asks, summary := read.Decision, read.Reason, read.Asks, read.Summary
 	var usage []byte
 	if q.cfg.Agent != nil {
 		out, err := q.cfg.Agent.Qualify(ctx, agent.Input{TaskID: t.ID, Client: t.Client, Document: doc, MainNode: res.MainNode,

@@ -185,7 +185,30 @@ func (k keywords) FindAllString(s string, n int) []string {
 // READY_FOR_GPU; informational content and routine updates are DONE. The
 // reason quotes what decided it.
 func Route(shape pollers.Shape, d store.Document, users []string) (decision, reason string) {
-	body := ownText(d.Normalized.Body)
+	return route(shape, d, ownText(d.Normalized.Body), users)
+}
+
+// Reading is what the rules make of a document: Route's decision and
+// reason, what it asks (Asked) and its summary (Summary).
+type Reading struct {
+	Decision, Reason string
+	Asks             store.Asks
+	Summary          string
+}
+
+// Read is Route, Asked and Summary at once, the document's own text
+// (quoted lines and URLs left out) made once for the three.
+func Read(shape pollers.Shape, d store.Document, users []string) Reading {
+	own := ownText(d.Normalized.Body)
+	var r Reading
+	r.Decision, r.Reason = route(shape, d, own, users)
+	r.Asks = asked(shape, own)
+	r.Summary = summary(shape, own, r.Decision, r.Reason)
+	return r
+}
+
+// route is Route with the body's own text, body.
+func route(shape pollers.Shape, d store.Document, body string, users []string) (decision, reason string) {
 	// To: a request, question or deadline counts; Cc: only a decision.
 	to, cc := len(users) == 0, false
 	for _, u := range users {
@@ -268,9 +291,13 @@ func quote(s string) string {
 // Summary is the extractive context summary of TaskMemory: what the
 // document is (its shape says), the request and open questions.
 func Summary(shape pollers.Shape, d store.Document, decision, reason string) string {
+	return summary(shape, ownText(d.Normalized.Body), decision, reason)
+}
+
+// summary is Summary with the body's own text, own.
+func summary(shape pollers.Shape, own, decision, reason string) string {
 	var b strings.Builder
 	b.WriteString(shape.Summary)
-	own := ownText(d.Normalized.Body)
 	if q := questionTo(own); q != "" {
 		fmt.Fprintf(&b, " Open question: %q.", q)
 	}
@@ -308,8 +335,13 @@ func sentenceWith(text, word string) string {
 // Asked returns what d asks, by the same rules Route decides with: of whom
 // (its shape's To) and from whom (its From).
 func Asked(shape pollers.Shape, d store.Document) store.Asks {
+	return asked(shape, ownText(d.Normalized.Body))
+}
+
+// asked is Asked with the body's own text, own.
+func asked(shape pollers.Shape, own string) store.Asks {
 	a := store.Asks{Of: shape.To, From: shape.From}
-	for _, s := range sentences(ownText(d.Normalized.Body)) {
+	for _, s := range sentences(own) {
 		switch {
 		case strings.HasSuffix(s, "?") && len(s) > 8:
 			a.Questions = append(a.Questions, s)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -232,5 +233,23 @@ func TestStructureLongMessageID(t *testing.T) {
 	}
 	if _, err := kb.ParseRef(parent.MainNode); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Read is Route, Asked and Summary at once (the qualifier's one call): the
+// same decision, reason, asks and summary on every hand-labelled email,
+// with the user configured and without.
+func TestReadIsRouteAskedAndSummary(t *testing.T) {
+	t.Parallel()
+	for n := range labels {
+		d := demoDoc(t, fmt.Sprintf("email/%04d.eml", n))
+		shape := registry.Shape(d)
+		for _, users := range [][]string{{"bob.smith@kestrel.test"}, nil} {
+			decision, reason := rules.Route(shape, d, users)
+			want := rules.Reading{Decision: decision, Reason: reason, Asks: rules.Asked(shape, d), Summary: rules.Summary(shape, d, decision, reason)}
+			if got := rules.Read(shape, d, users); !reflect.DeepEqual(got, want) {
+				t.Errorf("%04d, users %v: Read = %+v, want %+v", n, users, got, want)
+			}
+		}
 	}
 }
