@@ -155,7 +155,10 @@ func (ix *Indexer) tasksOf(ctx context.Context, doc store.Document, triage LinkT
 		return nil, worker.Malformed(fmt.Errorf("%s %s: %s", doc.SourceType, doc.ExternalID, reason))
 	}
 	kind := ix.kinds.Kind(doc.SourceType)
-	shape := kind.Shape(doc)
+	var shape pollers.Shape // its HTML and Sender, where the kind's may have them
+	if kind.About().LinkSources {
+		shape = kind.Shape(doc)
+	}
 	found := links.FromText(n.Body)
 	if shape.HTML != "" {
 		found = links.Merge(found, links.FromHTML(shape.HTML))

@@ -55,6 +55,11 @@ type About struct {
 	// reported twice): the qualifier may join like ones by a
 	// possible_duplicate edge.
 	Duplicates bool
+	// LinkSources says its Shapes may carry HTML or a Sender (mail): the
+	// indexer reads links from the one and gives a link's task the other.
+	// It makes a document's Shape for them only where this is set: a
+	// Shape decodes the document's metadata (a JSON round trip).
+	LinkSources bool
 }
 
 // Connector is a kind that polls a remote: a connection of its

@@ -29,7 +29,7 @@ var (
 // About implements pollers.Kind.
 func (Kind) About() pollers.About {
 	return pollers.About{Name: "email", SourceType: store.SourceEmail, Noun: "email",
-		Namespaces: []string{"email", "person"}, Extensions: []string{".eml", ".mbox", ".txt"}, ConnectionType: "imap"}
+		Namespaces: []string{"email", "person"}, Extensions: []string{".eml", ".mbox", ".txt"}, ConnectionType: "imap", LinkSources: true}
 }
 
 // ReadFile implements pollers.FileReader: an .eml is one message, a
