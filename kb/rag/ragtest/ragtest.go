@@ -161,13 +161,8 @@ func testDeletes(t *testing.T, s rag.Store) {
 	}
 	for i, c := range texts {
 		f := full[i]
-		if c.ID != f.ID || c.Text != f.Text || c.Title != f.Title || c.Kind != f.Kind || c.SourceURN != f.SourceURN {
+		if c.ID != f.ID || c.Text != f.Text || c.Title != f.Title || c.Kind != f.Kind || c.SourceURN != f.SourceURN || c.SourceURN != "email:43" || c.Text == "" {
 			t.Fatalf("source chunk %d: %+v, Get has %+v", i, c, f)
-		}
-	}
-	for i, c := range texts {
-		if f := full[i]; c.ID != f.ID || c.Text != f.Text || c.Title != f.Title || c.Kind != f.Kind || c.SourceURN != "email:43" || c.Text == "" {
-			t.Fatalf("source chunk %d: %+v, Get: %+v", i, c, f)
 		}
 	}
 	if none, err := rag.SourceChunks(ctx, x, "email:nope"); err != nil || len(none) != 0 {
