@@ -253,6 +253,11 @@ func IsConstraint(err error) bool {
 type Tx struct {
 	*sql.Tx
 	db *DB
+	// bound are the writer's prepared statements this transaction has
+	// used, bound to it once: database/sql's Tx.StmtContext makes a new
+	// transaction-bound statement at each call (a graph write runs the same
+	// few statements hundreds of times).
+	bound map[string]*sql.Stmt
 }
 
 // stmt returns q prepared on the writer, or nil the first time (q is then
@@ -260,8 +265,13 @@ type Tx struct {
 func (t Tx) stmt(ctx context.Context, q string) *sql.Stmt {
 	t.db.writeMu.Lock()
 	defer t.db.writeMu.Unlock()
+	if st, ok := t.bound[q]; ok {
+		return st
+	}
 	if st, ok := t.db.stmts[q]; ok {
-		return t.Tx.StmtContext(ctx, st)
+		st = t.Tx.StmtContext(ctx, st)
+		t.bound[q] = st
+		return st
 	}
 	if len(t.db.stmts)+len(t.db.wanted) < maxWriteStmts && preparable(q) {
 		if t.db.wanted == nil {
@@ -380,7 +390,7 @@ func (db *DB) Write(ctx context.Context, op string, fn func(tx Tx) error) error 
 	if err != nil {
 		return db.Explain(op, err)
 	}
-	if err := fn(Tx{Tx: sqlTx, db: db}); err != nil {
+	if err := fn(Tx{Tx: sqlTx, db: db, bound: map[string]*sql.Stmt{}}); err != nil {
 		_ = sqlTx.Rollback()
 		return db.Explain(op, err)
 	}

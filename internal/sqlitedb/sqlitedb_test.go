@@ -2,6 +2,7 @@ package sqlitedb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -63,6 +64,46 @@ func TestWriteStatementsPreparedOnceKnown(t *testing.T) {
 	var a, b int
 	if err := db.R.QueryRowContext(ctx, `SELECT (SELECT v FROM kv WHERE k = 'a'), (SELECT v FROM kv WHERE k = 'b')`).Scan(&a, &b); err != nil || a != 3 || b != 3 {
 		t.Fatalf("the script ran a=%d b=%d times (%v), want 3 each", a, b, err)
+	}
+}
+
+// A prepared statement a transaction runs many times is bound to it once
+// (database/sql's Tx.StmtContext makes a new bound statement at each call),
+// and each run still sees the rows the ones before it wrote.
+func TestPreparedStatementsBoundOnceATransaction(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "t.db"), Migrations: []string{`CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER NOT NULL) STRICT;`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const upsert = `INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = kv.v + excluded.v`
+	for round := range 2 { // the first prepares it, the second runs it prepared
+		err := db.Write(ctx, "test", func(tx Tx) error {
+			var first *sql.Stmt
+			for i := range 50 {
+				if _, err := tx.ExecContext(ctx, upsert, "x", 1); err != nil {
+					return err
+				}
+				st := tx.stmt(ctx, upsert)
+				if round == 1 && (st == nil || first != nil && st != first) {
+					t.Errorf("run %d: bound statement %p, the first run's %p", i, st, first)
+				}
+				first = st
+			}
+			if n := len(tx.bound); round == 1 && n != 1 {
+				t.Errorf("%d statements bound, want 1", n)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v int
+	if err := db.R.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = 'x'`).Scan(&v); err != nil || v != 100 {
+		t.Fatalf("x = %d (%v), want 100", v, err)
 	}
 }
 
