@@ -31,7 +31,8 @@ func (r *Registry) ParseFile(name string, content io.Reader, emit func(store.Doc
 	if len(readers) == 0 {
 		return fmt.Errorf("%w: %s", ErrUnsupported, name)
 	}
-	f := NewFile(name, content)
+	f := openFile(name, content)
+	defer f.close()
 	st := r.fileSourceType(name)
 	if head := f.Peek(4096); len(bytes.TrimSpace(head)) == 0 {
 		if raw, err := f.Bytes(); err != nil {

@@ -258,3 +258,28 @@ func TestMailboxIsStreamed(t *testing.T) {
 type iotestErr struct{}
 
 func (iotestErr) Read([]byte) (int, error) { return 0, errors.New("disk read error") }
+
+// Files read one after another share read buffers: each document keeps
+// its own file's bytes, whatever size the files before it were (larger,
+// smaller, past the buffer), and however its kinds read it (declined by
+// one and kept whole with the reason, or parsed).
+func TestFilesReadOneAfterAnotherKeepTheirBytes(t *testing.T) {
+	t.Parallel()
+	for i, size := range []int{200 << 10, 10, 64 << 10, 64<<10 + 1, 3, 70 << 10, 4096, 1} {
+		content := make([]byte, size)
+		for j := range content {
+			content[j] = byte('a' + (i+j)%26)
+		}
+		var docs []store.Document
+		err := registry.ParseFile(fmt.Sprintf("f%d.json", i), strings.NewReader(string(content)), func(d store.Document) error { docs = append(docs, d); return nil })
+		if err != nil || len(docs) != 1 || string(docs[0].Raw) != string(content) || !strings.Contains(reason(docs[0]), "neither Jira issues nor Confluence pages") {
+			t.Fatalf("file %d (%d bytes): %v, %d documents", i, size, err, len(docs))
+		}
+	}
+	for range 3 {
+		docs := parseFile(t, "jira-search.json")
+		if len(docs) != 2 || docs[0].ExternalID != "OPS-12" || reason(docs[0]) != "" {
+			t.Fatalf("jira after the others: %+v", docs)
+		}
+	}
+}
