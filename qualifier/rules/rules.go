@@ -68,16 +68,17 @@ type keywords struct {
 	re    *regexp.Regexp
 	at    *regexp.Regexp // re anchored at the start
 	words []string
-	first *[256]bool // the words' first letters, in either case
+	first *[256][]string // the words by their first letter, in either case
 }
 
 func newKeywords(expr string, words ...string) keywords {
-	first := new([256]bool)
+	first := new([256][]string)
 	for _, w := range words {
 		if w == "" || w[0] < 'a' || w[0] > 'z' || strings.ToLower(w) != w {
 			panic("rules: keyword " + w + " is not lower case, from a letter")
 		}
-		first[w[0]], first[w[0]-'a'+'A'] = true, true
+		first[w[0]] = append(first[w[0]], w)
+		first[w[0]-'a'+'A'] = first[w[0]]
 	}
 	return keywords{re: regexp.MustCompile(expr), at: regexp.MustCompile(`^(?:` + expr + `)`), words: words, first: first}
 }
@@ -96,22 +97,22 @@ func wordByte(c byte) bool {
 	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
-// starts returns, in order, where in s one of k's words starts after a
-// word boundary (compared in ASCII case only).
-func (k keywords) starts(s string) []int {
-	var at []int
-	for p := 0; p < len(s); p++ {
-		if !k.first[s[p]] || p > 0 && wordByte(s[p-1]) {
+// next returns the first position from p on where one of k's words
+// starts after a word boundary (compared in ASCII case only), -1 when
+// there is none. Only the words of the letter there are tried.
+func (k keywords) next(s string, p int) int {
+	for ; p < len(s); p++ {
+		ws := k.first[s[p]]
+		if ws == nil || p > 0 && wordByte(s[p-1]) {
 			continue
 		}
-		for _, w := range k.words {
+		for _, w := range ws {
 			if hasPrefixASCIIFold(s[p:], w) {
-				at = append(at, p)
-				break
+				return p
 			}
 		}
 	}
-	return at
+	return -1
 }
 
 // hasPrefixASCIIFold reports whether s starts with lower (lower case,
@@ -143,18 +144,13 @@ func (k keywords) find(s string, n int) [][2]int {
 		return out
 	}
 	var out [][2]int
-	end := 0
-	for _, p := range k.starts(s) {
-		if n >= 0 && len(out) == n {
-			break
-		}
-		if p < end {
-			continue
-		}
+	for p := k.next(s, 0); p >= 0 && (n < 0 || len(out) < n); {
 		if m := k.at.FindStringIndex(s[p:]); m != nil {
 			out = append(out, [2]int{p, p + m[1]})
-			end = p + m[1]
+			p = k.next(s, p+max(m[1], 1))
+			continue
 		}
+		p = k.next(s, p+1)
 	}
 	return out
 }
