@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"unicode"
@@ -55,6 +56,7 @@ type Embedder struct {
 	values  []int8
 	weights []float32
 	oovW    float32
+	signs   []uint64 // signRows(dim)
 }
 
 var (
@@ -108,6 +110,7 @@ func New() (*Embedder, error) {
 	for i, b := range rest {
 		e.values[i] = int8(b)
 	}
+	e.signs = signRows(e.dim)
 	return e, nil
 }
 
@@ -173,11 +176,7 @@ func (e *Embedder) embed(text string, acc []float32) []float32 {
 	forEachToken(text, func(tok string) {
 		tok = lowerASCII(tok, lower[:0])
 		if i, ok := e.words.Find(tok); ok {
-			w := e.weights[i] * e.scales[i]
-			row := e.values[int(i)*e.dim : int(i+1)*e.dim]
-			for j, q := range row {
-				acc[j] += w * float32(q)
-			}
+			axpy(acc, e.weights[i]*e.scales[i], e.values[int(i)*e.dim:int(i+1)*e.dim])
 			return
 		}
 		e.addHashed(tok, acc)
@@ -185,12 +184,32 @@ func (e *Embedder) embed(text string, acc []float32) []float32 {
 	return rag.Normalize(acc[:e.dim])
 }
 
+// axpy adds w times row to acc (as long as row), four at a time, without
+// bounds checks: each component gets the same multiply and add, so the
+// sums are the same to the last bit.
+func axpy(acc []float32, w float32, row []int8) {
+	acc = acc[:len(row)]
+	j := 0
+	for ; j+4 <= len(row); j += 4 {
+		a, r := acc[j:j+4:j+4], row[j:j+4:j+4]
+		a[0] += w * float32(r[0])
+		a[1] += w * float32(r[1])
+		a[2] += w * float32(r[2])
+		a[3] += w * float32(r[3])
+	}
+	for ; j < len(row); j++ {
+		acc[j] += w * float32(row[j])
+	}
+}
+
 // addHashed adds an out-of-vocabulary token's pseudo-random unit vector
 // (xorshift seeded by the token's FNV-1a hash), scaled like a rare word's.
 // Each component's sign is the xorshift's low bit, set in the sign bit of
 // the scale rather than branched on: the branch went either way at random,
 // and its mispredictions were most of the time of a text full of
-// identifiers (the same sums to the last bit).
+// identifiers (the same sums to the last bit). The low bits are read from
+// the seed by signRows, not by stepping the xorshift: each step waited for
+// the one before.
 func (e *Embedder) addHashed(tok string, acc []float32) {
 	x := uint64(fnvOffset)
 	for i := 0; i < len(tok); i++ {
@@ -200,12 +219,34 @@ func (e *Embedder) addHashed(tok string, acc []float32) {
 	x |= 1
 	// A GloVe vector's norm is about 5; match it so OOV tokens weigh like words.
 	scale := math.Float32bits(e.oovW * 5 / float32(math.Sqrt(float64(e.dim))))
-	for j := range acc {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		acc[j] += math.Float32frombits(scale ^ uint32(x&1)<<31)
+	acc = acc[:len(e.signs)]
+	for j, r := range e.signs {
+		acc[j] += math.Float32frombits(scale ^ uint32(bits.OnesCount64(r&x)&1)<<31)
 	}
+}
+
+// xorshift is one step of the generator addHashed's signs come from.
+func xorshift(x uint64) uint64 {
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	return x
+}
+
+// signRows returns, for each of n steps j of xorshift from a seed x, the
+// mask r[j] whose parity with x is the low bit after j+1 steps: each step
+// is linear over GF(2), so that bit is the parity of the seed's bits that
+// reach it, and bit i of r[j] is that bit for the seed 1<<i alone.
+func signRows(n int) []uint64 {
+	rows := make([]uint64, n)
+	for i := range 64 {
+		x := uint64(1) << i
+		for j := range rows {
+			x = xorshift(x)
+			rows[j] |= (x & 1) << i
+		}
+	}
+	return rows
 }
 
 // FNV-1a's 64-bit offset basis and prime (hash/fnv's New64a).
