@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -300,8 +301,9 @@ func TestCPUProfileFlag(t *testing.T) {
 // gc_percent (here JERVIS_GC_PERCENT) is the base of the collector's
 // percent (internal/gctune): 50 unless set; with GOGC set the percent is
 // left to it; a bad one is refused, naming the key. A test's heap is far
-// under gctune.MinHeadroom, so the percent set is 100 whatever the base (150
-// is above it). Not parallel: the setting is the process's.
+// under gctune.MinHeadroom, so the percent the tuner sets is above 100 and
+// above the base, whatever the base. Not parallel: the setting is the
+// process's.
 func TestGCPercent(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
@@ -310,12 +312,19 @@ func TestGCPercent(t *testing.T) {
 	for _, c := range []struct {
 		env        []string
 		base, want int
-	}{{nil, 50, 100}, {[]string{"JERVIS_GC_PERCENT=80"}, 80, 100}, {[]string{"JERVIS_GC_PERCENT=150"}, 150, 150}, {[]string{"GOGC=200", "JERVIS_GC_PERCENT=80"}, 0, 70}} {
+	}{{nil, 50, 0}, {[]string{"JERVIS_GC_PERCENT=80"}, 80, 0}, {[]string{"JERVIS_GC_PERCENT=150"}, 150, 0}, {[]string{"GOGC=200", "JERVIS_GC_PERCENT=80"}, 0, 70}} {
+		gctune.Stop() // the last command's tuner left alone by this collection
+		runtime.GC()  // something live measured before the tuner starts
 		debug.SetGCPercent(70)
 		if code, _, errOut := runCLI(t, c.env, "import", "--data", data, "--client", "acme", t.TempDir()); code != 0 && !strings.Contains(errOut, "nothing") {
 			t.Fatalf("%v: exit %d: %s", c.env, code, errOut)
 		}
-		if got := debug.SetGCPercent(100); got != c.want || gctune.Base() != c.base {
+		got := debug.SetGCPercent(100)
+		if c.want == 0 { // the tuner's: set, above 100 and the base
+			if got != gctune.Current() || got <= max(100, c.base) || gctune.Base() != c.base {
+				t.Errorf("%v: GC percent %d (the tuner's %d) with base %d, want it over %d with base %d", c.env, got, gctune.Current(), gctune.Base(), max(100, c.base), c.base)
+			}
+		} else if got != c.want || gctune.Base() != c.base {
 			t.Errorf("%v: GC percent %d with base %d, want %d with %d", c.env, got, gctune.Base(), c.want, c.base)
 		}
 	}

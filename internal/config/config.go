@@ -50,13 +50,13 @@ type Config struct {
 	// what is live (runtime/debug.SetMemoryLimit).
 	MemoryLimit string `yaml:"memory_limit"`
 	// GCPercent is how far, in percent of what is live, the Go heap grows
-	// before the collector runs — by at least gctune.MinHeadroom (128 MiB)
-	// and by at most what is live, set again after each collection
-	// (internal/gctune; GOGC, when set, wins). 50 by default, not Go's 100:
-	// the heap is mostly the search index's pointer-free arrays, cheap to
-	// collect, and at 100,000 documents 100 let the process grow to about
-	// 2.2 times what was live; the floor keeps a small heap from collecting
-	// twice as often for a few megabytes (BENCHMARKS.md).
+	// before the collector runs — by at least gctune.MinHeadroom (128 MiB),
+	// set again after each collection (internal/gctune; GOGC, when set,
+	// wins). 50 by default, not Go's 100: the heap is mostly the search
+	// index's pointer-free arrays, cheap to collect, and at 100,000
+	// documents 100 let the process grow to about 2.2 times what was live;
+	// the floor keeps a small heap from collecting every few megabytes
+	// (BENCHMARKS.md).
 	GCPercent int       `yaml:"gc_percent"`
 	Log       Log       `yaml:"log"`
 	Store     Store     `yaml:"store"`

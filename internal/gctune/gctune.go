@@ -1,12 +1,14 @@
 // Package gctune sets the Go collector's percent (runtime/debug.SetGCPercent)
 // from what is live after each collection: the heap may grow by a base
-// percent of what is live (config gc_percent), but by at least MinHeadroom
-// and never by more than what is live (Go's default, 100).
+// percent of what is live (config gc_percent), but by at least MinHeadroom.
 //
 // Why: a base below 100 keeps a large process near 1.5 times what it holds
 // (the 100,000-document bench went under 1 GiB with 50), but on a small heap
 // it only makes the collector run twice as often for a few megabytes
 // (jervis eval on the dev corpora lost about 8 % of its documents/s with 50).
+// Go's default (100) does the same on a heap smaller than MinHeadroom: the
+// dev corpora's runs hold about 60 MB, and collecting every 60 MB was 7 %
+// of their pipeline's CPU (BENCHMARKS.md, fortieth round).
 // A fixed floor on the headroom is what Go's collector has no knob for; as
 // the collector tuners of other Go services do (a cleanup on an object that
 // dies with each cycle), the percent is set again after every collection.
@@ -21,25 +23,27 @@ import (
 
 // MinHeadroom is the least the heap may grow by between collections, in
 // bytes: below 2 × MinHeadroom live the percent is above a base of 50,
-// below MinHeadroom live it is 100. 128 MiB: the dev corpora's runs (100–150
-// MB live) collect as with Go's default, and the 100,000-document run, whose
+// below MinHeadroom live above 100. 128 MiB: the dev corpora's runs (about
+// 60 MB live) collect every 128 MiB, and the 100,000-document run, whose
 // peak RSS comes while 200–400 MB are live, as with 50 (256 MiB put that
 // peak 77 MiB higher, 956 MiB; BENCHMARKS.md, sixteenth round).
 const MinHeadroom = 128 << 20
 
+// maxPercent bounds the percent of a heap far under MinHeadroom (a heap of
+// under 1.3 MB live grows by less than MinHeadroom).
+const maxPercent = 10000
+
 // Percent is the collector's percent for live bytes of live heap and a base
-// percent: base of live, but at least MinHeadroom and at most live (100).
+// percent: base of live, but at least MinHeadroom (100 before anything was
+// measured live).
 func Percent(live uint64, base int) int {
-	if base >= 100 {
-		return base
-	}
-	if live <= MinHeadroom {
-		return 100
+	if live == 0 {
+		return max(base, 100)
 	}
 	// MinHeadroom in percent of live, rounded up; above base as long as
 	// MinHeadroom is more than base percent of live.
-	p := int((uint64(MinHeadroom)*100 + live - 1) / live)
-	return max(base, min(p, 100))
+	p := (uint64(MinHeadroom)*100 + live - 1) / live
+	return max(base, int(min(p, maxPercent)))
 }
 
 var tuner struct {
