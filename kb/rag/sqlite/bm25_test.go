@@ -275,6 +275,53 @@ func TestPreload(t *testing.T) {
 	}
 }
 
+// After Preload (a process that searches), a client that had no chunks
+// has its index loaded from its first write and kept up by the writes
+// after it, as a preloaded one is: its first search reads nothing whole.
+// Without Preload (a process that only writes) it is left to its first
+// search, and nothing is tokenized for it.
+func TestNewClientsIndexResidentAfterPreload(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	for _, preload := range []bool{true, false} {
+		s := openTemp(t)
+		if preload {
+			if err := s.Preload(ctx, nil); err != nil { // no client yet
+				t.Fatal(err)
+			}
+		}
+		for i := range 3 {
+			if err := s.For("initech").Upsert(ctx, rag.Chunk{ID: fmt.Sprint(i), Text: fmt.Sprintf("stapler number%d", i), SourceURN: "urn:1", Vector: []float32{1, float32(i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v := s.vectorsOf("initech")
+		v.mu.RLock()
+		gen, n := v.gen, v.ids.len()
+		v.mu.RUnlock()
+		if preload && (gen != 3 || n != 3) || !preload && gen != -1 {
+			t.Fatalf("preload %v: the index's generation %d with %d chunks", preload, gen, n)
+		}
+		hits, err := s.For("initech").BM25(ctx, rag.Query{Text: "number2"})
+		if err != nil || len(hits) != 1 || hits[0].Chunk.ID != "2" {
+			t.Fatalf("preload %v: %v %v", preload, hits, err)
+		}
+		// A client that already has chunks, not loaded (another process
+		// wrote them), is still read whole at its first search.
+		other, err := Open(ctx, s.db.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.For("initech").Upsert(ctx, rag.Chunk{ID: "9", Text: "number9", SourceURN: "urn:9", Vector: []float32{1, 9}}); err != nil {
+			t.Fatal(err)
+		}
+		other.Close()
+		if hits, err := s.For("initech").BM25(ctx, rag.Query{Text: "number9"}); err != nil || len(hits) != 1 || hits[0].Chunk.ID != "9" {
+			t.Fatalf("preload %v, another process's write: %v %v", preload, hits, err)
+		}
+	}
+}
+
 // A chunk database of an earlier version (its FTS5 tables: the
 // one-column ones of the first versions, or the two-column ones with their
 // vocabulary, and no titles) is searched from its chunks as they are, and

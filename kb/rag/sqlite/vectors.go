@@ -1080,8 +1080,10 @@ func dotsI8Go(q []int16, rows []int8, stride int, out []int32) {
 
 // Preload loads every client's in-memory index (vectors, postings, lengths)
 // now rather than at its first search, which at 100,000 chunks takes
-// seconds; report is told of each client as it is done.
+// seconds; report is told of each client as it is done. From then on a new
+// client's index is loaded at its first write (the process searches).
 func (s *Store) Preload(ctx context.Context, report func(client string, chunks int, took time.Duration)) error {
+	s.resident.Store(true)
 	clients, err := s.db.Strings(ctx, `SELECT client FROM generations ORDER BY client`)
 	if err != nil {
 		return s.db.Explain("preload", err)
