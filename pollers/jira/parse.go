@@ -155,18 +155,12 @@ type Comment struct {
 // valid issues come back as documents with a parse error.
 func Parse(payload []byte) ([]store.Document, error) {
 	payload = bytes.TrimSpace(payload)
-	var items []json.RawMessage
-	switch {
-	case len(payload) > 0 && payload[0] == '[':
-		if err := json.Unmarshal(payload, &items); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNotJira, err)
-		}
-	case len(payload) > 0 && payload[0] == '{':
+	if len(payload) > 0 && payload[0] == '{' {
 		// Most files hold one issue: decoded as one with a look for
-		// "issues" beside it, the JSON is read once (the probe then
-		// Issue read it twice, a third of the import's CPU on the dev
-		// corpus). Anything else — a search result, a field of the
-		// wrong type, neither key nor fields — is read as before.
+		// "issues" beside it, the JSON is read once (parseItems's probe
+		// then Issue read it twice, a third of the import's CPU on the
+		// dev corpus). Anything else — a search result, a field of the
+		// wrong type, neither key nor fields — is read by parseItems.
 		var one struct {
 			Issues json.RawMessage `json:"issues"`
 			issue
@@ -178,6 +172,20 @@ func Parse(payload []byte) ([]store.Document, error) {
 			}
 			return []store.Document{d}, nil
 		}
+	}
+	return parseItems(payload)
+}
+
+// parseItems reads a payload (trimmed) as its items — an array of issues,
+// a search result's issues or one issue — and each item as an issue.
+func parseItems(payload []byte) ([]store.Document, error) {
+	var items []json.RawMessage
+	switch {
+	case len(payload) > 0 && payload[0] == '[':
+		if err := json.Unmarshal(payload, &items); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotJira, err)
+		}
+	case len(payload) > 0 && payload[0] == '{':
 		var probe struct {
 			Issues json.RawMessage `json:"issues"`
 			Key    json.RawMessage `json:"key"`

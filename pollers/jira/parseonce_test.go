@@ -2,63 +2,17 @@ package jira
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/jervis-dev/jervis/internal/store"
 )
 
-// parseTwoStep is Parse as it read an object first: a probe for issues,
-// key and fields, then each issue decoded again.
-func parseTwoStep(payload []byte) ([]store.Document, error) {
-	payload = bytes.TrimSpace(payload)
-	var items []json.RawMessage
-	switch {
-	case len(payload) > 0 && payload[0] == '[':
-		if err := json.Unmarshal(payload, &items); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNotJira, err)
-		}
-	case len(payload) > 0 && payload[0] == '{':
-		var probe struct {
-			Issues json.RawMessage `json:"issues"`
-			Key    json.RawMessage `json:"key"`
-			Fields json.RawMessage `json:"fields"`
-		}
-		if err := json.Unmarshal(payload, &probe); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNotJira, err)
-		}
-		switch {
-		case probe.Issues != nil:
-			if err := json.Unmarshal(probe.Issues, &items); err != nil {
-				return nil, fmt.Errorf("%w: issues: %v", ErrNotJira, err)
-			}
-		case probe.Key != nil || probe.Fields != nil:
-			items = []json.RawMessage{payload}
-		default:
-			return nil, ErrNotJira
-		}
-	default:
-		return nil, ErrNotJira
-	}
-	docs := make([]store.Document, 0, len(items))
-	for i, raw := range items {
-		d, err := Issue(raw)
-		if err != nil {
-			d = unparsable(raw, fmt.Errorf("issue %d: %w", i+1, err))
-		}
-		docs = append(docs, d)
-	}
-	return docs, nil
-}
-
-// An object read once gives what the probe and a second read gave: the
-// same documents, or the same error, for single issues, search results
-// and everything in between that could tell them apart.
+// An object read once gives what parseItems (the probe, then each item
+// read again) gives it: the same documents, or the same error, for single
+// issues, search results and everything in between that could tell them
+// apart.
 func TestParseOnceIsParseTwice(t *testing.T) {
 	t.Parallel()
 	inputs := []string{
@@ -85,7 +39,7 @@ func TestParseOnceIsParseTwice(t *testing.T) {
 	}
 	for _, in := range inputs {
 		got, gotErr := Parse([]byte(in))
-		want, wantErr := parseTwoStep([]byte(in))
+		want, wantErr := parseItems(bytes.TrimSpace([]byte(in)))
 		if !reflect.DeepEqual(got, want) || (gotErr == nil) != (wantErr == nil) || gotErr != nil && (gotErr.Error() != wantErr.Error() || !errors.Is(gotErr, ErrNotJira)) {
 			t.Errorf("%.80q:\n got %+v, %v\nwant %+v, %v", in, got, gotErr, want, wantErr)
 		}
