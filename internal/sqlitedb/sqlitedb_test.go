@@ -14,6 +14,20 @@ import (
 	"github.com/jervis-dev/jervis/internal/urgency"
 )
 
+// openKV opens a database of one table, kv (k TEXT, v INTEGER), closed
+// when the test ends; upsert adds to a key's v.
+func openKV(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), Options{Path: filepath.Join(t.TempDir(), "t.db"), Migrations: []string{`CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER NOT NULL) STRICT;`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+const upsert = `INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = kv.v + excluded.v`
+
 // A write transaction's data statements are prepared after it commits and
 // run prepared from then on, with the same results; a multi-statement
 // script and schema changes are never prepared (a prepared statement would
@@ -21,13 +35,8 @@ import (
 func TestWriteStatementsPreparedOnceKnown(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "t.db"), Migrations: []string{`CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER NOT NULL) STRICT;`}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openKV(t)
 	const (
-		upsert = `INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = kv.v + excluded.v`
 		read   = `SELECT v FROM kv WHERE k = ?`
 		script = `INSERT INTO kv (k, v) VALUES ('a', 1) ON CONFLICT (k) DO UPDATE SET v = kv.v + 1; INSERT INTO kv (k, v) VALUES ('b', 1) ON CONFLICT (k) DO UPDATE SET v = kv.v + 1`
 	)
@@ -73,12 +82,7 @@ func TestWriteStatementsPreparedOnceKnown(t *testing.T) {
 func TestPreparedStatementsBoundOnceATransaction(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "t.db"), Migrations: []string{`CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER NOT NULL) STRICT;`}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	const upsert = `INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = kv.v + excluded.v`
+	db := openKV(t)
 	for round := range 2 { // the first prepares it, the second runs it prepared
 		err := db.Write(ctx, "test", func(tx Tx) error {
 			var first *sql.Stmt
