@@ -211,18 +211,24 @@ func axpy(acc []float32, w float32, row []int8) {
 // the seed by signRows, not by stepping the xorshift: each step waited for
 // the one before.
 func (e *Embedder) addHashed(tok string, acc []float32) {
-	x := uint64(fnvOffset)
-	for i := 0; i < len(tok); i++ {
-		x ^= uint64(tok[i])
-		x *= fnvPrime
-	}
-	x |= 1
+	x := oovSeed(tok)
 	// A GloVe vector's norm is about 5; match it so OOV tokens weigh like words.
 	scale := math.Float32bits(e.oovW * 5 / float32(math.Sqrt(float64(e.dim))))
 	acc = acc[:len(e.signs)]
 	for j, r := range e.signs {
 		acc[j] += math.Float32frombits(scale ^ uint32(bits.OnesCount64(r&x)&1)<<31)
 	}
+}
+
+// oovSeed is an out-of-vocabulary token's xorshift seed: its FNV-1a hash,
+// made odd (never 0).
+func oovSeed(tok string) uint64 {
+	x := uint64(fnvOffset)
+	for i := 0; i < len(tok); i++ {
+		x ^= uint64(tok[i])
+		x *= fnvPrime
+	}
+	return x | 1
 }
 
 // xorshift is one step of the generator addHashed's signs come from.

@@ -11,7 +11,7 @@ import (
 
 // referenceEmbed is embed as it was written first: a token's vector added
 // one component at a time, an unknown token's signs read by stepping the
-// xorshift. The kernels must give the same vectors to the last bit.
+// xorshift from its seed. The kernels must give the same vectors to the last bit.
 func (e *Embedder) referenceEmbed(text string) []float32 {
 	acc := make([]float32, e.dim)
 	var lower [64]byte
@@ -24,12 +24,7 @@ func (e *Embedder) referenceEmbed(text string) []float32 {
 			}
 			return
 		}
-		x := uint64(fnvOffset)
-		for i := 0; i < len(tok); i++ {
-			x ^= uint64(tok[i])
-			x *= fnvPrime
-		}
-		x |= 1
+		x := oovSeed(tok) // the hash as it was; the signs below are the reference
 		scale := math.Float32bits(e.oovW * 5 / float32(math.Sqrt(float64(e.dim))))
 		for j := range acc {
 			x ^= x << 13
