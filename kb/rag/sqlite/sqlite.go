@@ -313,9 +313,10 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 // the writes apply to it: otherwise the first search after a bulk import
 // read every chunk written (18.8 CPU-s at 583,129, holding the index's
 // lock) and then scanned every row while the lists trained. A client with
-// chunks not loaded is left to its first search, as before; v.order held.
+// chunks not loaded is left to its first search, as before, and its
+// generation read once, not at every write; v.order held.
 func (x *index) residentFromStart(ctx context.Context, v *vectors) error {
-	if !x.s.resident.Load() {
+	if !x.s.resident.Load() || v.written {
 		return nil
 	}
 	v.mu.RLock()
@@ -325,8 +326,12 @@ func (x *index) residentFromStart(ctx context.Context, v *vectors) error {
 		return nil
 	}
 	gen, err := x.generation(ctx)
-	if err != nil || gen != 0 {
+	if err != nil {
 		return err
+	}
+	if gen != 0 {
+		v.written = true
+		return nil
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()

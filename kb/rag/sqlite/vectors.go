@@ -40,6 +40,7 @@ type vectors struct {
 	// made the index stale, and the next search reloaded all of it (under
 	// a bulk import, every search).
 	order    sync.Mutex
+	written  bool // under order: the client had chunks when a write of a resident store looked (residentFromStart)
 	mu       sync.RWMutex
 	gen      int64 // generation loaded; -1 = not loaded or stale
 	dim      int
