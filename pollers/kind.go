@@ -311,11 +311,6 @@ type File struct {
 // read whole.)
 const MaxFileBytes = 64 << 20
 
-// NewFile wraps a file's content.
-func NewFile(name string, r io.Reader) *File {
-	return &File{Name: name, br: bufio.NewReaderSize(r, fileBuffer)}
-}
-
 // fileBuffer is the size of a File's read buffer.
 const fileBuffer = 64 << 10
 
@@ -324,8 +319,9 @@ const fileBuffer = 64 << 10
 // the largest single source of the import's garbage).
 var fileReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fileBuffer) }}
 
-// openFile is NewFile with a read buffer from fileReaders; close gives it
-// back. Nothing may read the File (or its Stream) after close.
+// openFile wraps a file's content, read through a buffer from
+// fileReaders; close gives it back. Nothing may read the File (or its
+// Stream) after close.
 func openFile(name string, r io.Reader) *File {
 	br := fileReaders.Get().(*bufio.Reader)
 	br.Reset(r)
