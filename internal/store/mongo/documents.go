@@ -3,7 +3,6 @@ package mongo
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -59,7 +58,7 @@ func (r docRecord) document() (store.Document, error) {
 		LeaseUntil: fromMicros(r.LeaseUntil), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
 		RunAfter: fromMicros(r.RunAfter), Error: r.Error.info(), UpdatedAt: fromMicros(r.UpdatedAt),
 	}
-	if err := json.Unmarshal([]byte(r.Normalized), &d.Normalized); err != nil {
+	if err := store.DecodeNormalized(r.Normalized, &d.Normalized); err != nil {
 		return d, fmt.Errorf("document %s: decode normalized: %w", r.ID, err)
 	}
 	return d, nil
@@ -447,7 +446,7 @@ func (s *Store) ClaimDocuments(ctx context.Context, c store.Claim) ([]store.Docu
 			}
 			d.Raw = r.Raw
 			if r.Large {
-				if err := json.Unmarshal([]byte(r.Normalized), &d.Normalized); err != nil {
+				if err := store.DecodeNormalized(r.Normalized, &d.Normalized); err != nil {
 					return out, fmt.Errorf("document %s: decode normalized: %w", r.ID, err)
 				}
 			}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -61,7 +60,7 @@ func scanDocument(row scanner) (store.Document, error) {
 	if err != nil {
 		return d, err
 	}
-	if err := json.Unmarshal([]byte(normalized), &d.Normalized); err != nil {
+	if err := store.DecodeNormalized(normalized, &d.Normalized); err != nil {
 		return d, fmt.Errorf("document %s: decode normalized: %w", d.ID, err)
 	}
 	d.ObservedAt, d.LeaseUntil, d.RunAfter, d.UpdatedAt = sqlitedb.Time(observed), sqlitedb.Time(leaseUntil), sqlitedb.Time(runAfter), sqlitedb.Time(updated)
@@ -299,7 +298,7 @@ func (s *Store) readContent(ctx context.Context, docs []store.Document) error {
 		}
 		d := &docs[at[id]]
 		d.Raw = raw
-		if err := json.Unmarshal([]byte(normalized), &d.Normalized); err != nil {
+		if err := store.DecodeNormalized(normalized, &d.Normalized); err != nil {
 			return fmt.Errorf("document %s: decode normalized: %w", id, err)
 		}
 		read++
