@@ -38,6 +38,20 @@ func TestDocumentTasksListedByTheirIndex(t *testing.T) {
 	}
 }
 
+// Documents read by ID are found by the ID's index, not among the client's
+// documents.
+func TestDocumentsReadByTheirID(t *testing.T) {
+	s := openTemp(t)
+	for _, n := range []int{1, 64, 500} {
+		plan := queryPlan(t, s, getDocumentsSQL(n), make([]any, n+1)...)
+		if !slices.ContainsFunc(plan, func(step string) bool {
+			return strings.HasPrefix(step, "SEARCH documents USING INDEX sqlite_autoindex_documents_1 (id=?)")
+		}) {
+			t.Errorf("%d IDs: plan %q, want a search of the ID's index", n, plan)
+		}
+	}
+}
+
 // queryPlan is SQLite's plan for query: the detail of each step.
 func queryPlan(t *testing.T, s *Store, query string, args ...any) []string {
 	t.Helper()
