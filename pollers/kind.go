@@ -277,7 +277,7 @@ func isEmpty(v reflect.Value) bool {
 // DecodeMeta reads a document's metadata into its kind's typed Meta; a
 // field of the wrong type is left at its zero value (the rest is read).
 func DecodeMeta(d store.Document, meta any) {
-	b, err := store.EncodeMetadata(d.Normalized.Metadata)
+	b, err := json.Marshal(d.Normalized.Metadata)
 	if err != nil {
 		return
 	}

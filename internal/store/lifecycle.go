@@ -21,7 +21,7 @@ func PrepareDocuments(docs []Document, now time.Time) (results []PutResult, norm
 	for i, d := range docs {
 		d, err := PrepareDocument(d, now)
 		if err == nil {
-			if normalized[i], err = EncodeNormalized(d.Normalized); err != nil {
+			if normalized[i], err = json.Marshal(d.Normalized); err != nil {
 				err = fmt.Errorf("%w: normalized: %v", ErrInvalid, err)
 			}
 		}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/json"
-	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -142,101 +141,4 @@ func BenchmarkDecodeNormalized(b *testing.B) {
 			}
 		}
 	})
-	b.Run("EncodeNormalized", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := EncodeNormalized(n); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("json.Marshal", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := json.Marshal(n); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
-type typedMeta struct {
-	Key    string   `json:"key"`
-	Labels []string `json:"labels,omitempty"`
-	N      *int     `json:"n"`
-}
-
-// randomValue is what a metadata value may be: what json.Unmarshal makes,
-// and what pollers put there themselves (ints, string lists, typed
-// structs, nil lists and maps).
-func randomValue(r *rand.Rand, depth int) any {
-	floats := []float64{0, -0.0, 1, -1.5, 1e-7, 1e-6, 123456789, 1e20, 1e21, 1.5e300, 5e-324, 0.1, 1e-9, 2.5e-10}
-	switch k := r.IntN(13); {
-	case k == 0:
-		return nil
-	case k == 1:
-		return r.IntN(2) == 0
-	case k == 2:
-		return floats[r.IntN(len(floats))] * float64(1-2*r.IntN(2))
-	case k == 3:
-		return r.IntN(1000) - 500
-	case k == 4:
-		return int64(r.Uint64() >> 1)
-	case k == 5:
-		return []string{randomText(r), randomText(r)}
-	case k == 6:
-		return []string(nil)
-	case k == 7:
-		one := 1
-		return typedMeta{Key: randomText(r), Labels: []string{randomText(r)}, N: &one}
-	case k == 8 && depth < 3:
-		a := []any{}
-		for range r.IntN(4) {
-			a = append(a, randomValue(r, depth+1))
-		}
-		return a
-	case k == 9 && depth < 3:
-		m := map[string]any{}
-		for range r.IntN(4) {
-			m[randomText(r)] = randomValue(r, depth+1)
-		}
-		return m
-	case k == 10:
-		return map[string]any(nil)
-	case k == 11:
-		return []any(nil)
-	}
-	return randomText(r)
-}
-
-// TestEncodeNormalizedIsMarshal compares EncodeNormalized with json.Marshal
-// byte for byte, errors included.
-func TestEncodeNormalizedIsMarshal(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 8))
-	check := func(n Normalized) {
-		t.Helper()
-		got, gotErr := EncodeNormalized(n)
-		want, wantErr := json.Marshal(n)
-		if (gotErr == nil) != (wantErr == nil) || string(got) != string(want) {
-			t.Fatalf("%#v:\n got %s (%v)\nwant %s (%v)", n, got, gotErr, want, wantErr)
-		}
-	}
-	for range 5000 {
-		n := randomNormalized(r)
-		if r.IntN(2) == 0 {
-			n.Metadata = map[string]any{}
-			for range r.IntN(6) {
-				n.Metadata[randomText(r)] = randomValue(r, 0)
-			}
-		}
-		check(n)
-		got, gotErr := EncodeMetadata(n.Metadata)
-		want, wantErr := json.Marshal(n.Metadata)
-		if (gotErr == nil) != (wantErr == nil) || string(got) != string(want) {
-			t.Fatalf("metadata %#v:\n got %s (%v)\nwant %s (%v)", n.Metadata, got, gotErr, want, wantErr)
-		}
-	}
-	check(Normalized{})
-	check(Normalized{Metadata: map[string]any{}, Links: []Link{}, Warnings: []string{}})
-	check(Normalized{Metadata: map[string]any{"x": math.NaN()}})
-	check(Normalized{Metadata: map[string]any{"x": []any{math.Inf(1)}}})
-	check(Normalized{Title: "\u2028\u2029<>&\x00\x7f\b\f"})
 }
