@@ -13,9 +13,10 @@ import (
 // store it (json.Marshal of a Normalized), into n; the result is what
 // json.Unmarshal gives, errors included.
 //
-// The title, the body and the warnings are read here, a body without
-// escapes taken as a substring of data, and only the metadata and the links
-// go through encoding/json. Decoding whole documents there was 0.8 of the
+// The title, the body, the warnings and the metadata (into the maps,
+// lists, strings, float64s and booleans json.Unmarshal makes) are read
+// here, a string without escapes taken as a substring of data; only the
+// links go through encoding/json. Decoding whole documents there was 0.8 of the
 // pipeline's 14.3 CPU-s on the dev Jira corpus (BENCHMARKS.md, forty-first
 // round): a 6.6 KB body was scanned three times, about 9 ns a byte.
 // Anything json.Marshal does not write (white space, a key twice or in
