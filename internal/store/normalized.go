@@ -73,16 +73,22 @@ func (r *normalizedReader) read(n *Normalized) bool {
 			n.Body, ok = r.str()
 		case "metadata":
 			f = 2
-			if ok = r.next('{'); ok {
-				r.depth = 2 // the document's object and this one
-				n.Metadata, ok = r.object()
+			var v any
+			if v, ok = r.top(); ok {
+				n.Metadata, ok = v.(map[string]any)
 			}
 		case "links":
 			f = 3
-			ok = r.decode(&n.Links)
+			start := r.i // read to find its end, decoded by encoding/json
+			if _, ok = r.top(); ok {
+				ok = json.Unmarshal([]byte(r.s[start:r.i]), &n.Links) == nil
+			}
 		case "warnings":
 			f = 4
-			ok = r.strs(&n.Warnings)
+			var v any
+			if v, ok = r.top(); ok {
+				n.Warnings, ok = stringsOf(v)
+			}
 		}
 		if f < 0 || !ok || seen[f] {
 			return false
@@ -97,28 +103,27 @@ func (r *normalizedReader) read(n *Normalized) bool {
 	}
 }
 
-// strs reads an array of strings.
-func (r *normalizedReader) strs(out *[]string) bool {
-	if !r.next('[') {
-		return false
+// top reads a value of the document's object (at depth 1 in
+// encoding/json's count).
+func (r *normalizedReader) top() (any, bool) {
+	r.depth = 1
+	return r.value()
+}
+
+// stringsOf is v as json.Unmarshal makes it into a []string: an array
+// holding strings only.
+func stringsOf(v any) ([]string, bool) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, false
 	}
-	*out = []string{}
-	if r.next(']') {
-		return true
-	}
-	for {
-		s, ok := r.str()
-		if !ok {
-			return false
-		}
-		*out = append(*out, s)
-		if r.next(']') {
-			return true
-		}
-		if !r.next(',') {
-			return false
+	out := make([]string, len(a))
+	for i, e := range a {
+		if out[i], ok = e.(string); !ok {
+			return nil, false
 		}
 	}
+	return out, true
 }
 
 // value reads any JSON value as json.Unmarshal reads it into an any.
@@ -240,42 +245,6 @@ func (r *normalizedReader) number() (any, bool) {
 	}
 	r.i = i
 	return f, true
-}
-
-// decode hands the value at r.i (an object or an array) to json.Unmarshal.
-func (r *normalizedReader) decode(v any) bool {
-	end, ok := valueEnd(r.s, r.i)
-	if !ok || json.Unmarshal([]byte(r.s[r.i:end]), v) != nil {
-		return false
-	}
-	r.i = end
-	return true
-}
-
-// valueEnd returns where the object or array that starts at s[i] ends,
-// by its brackets outside strings; json.Unmarshal checks the rest.
-func valueEnd(s string, i int) (int, bool) {
-	if i >= len(s) || (s[i] != '{' && s[i] != '[') {
-		return 0, false
-	}
-	depth := 0
-	for ; i < len(s); i++ {
-		switch s[i] {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth--; depth == 0 {
-				return i + 1, true
-			}
-		case '"':
-			for i++; i < len(s) && s[i] != '"'; i++ {
-				if s[i] == '\\' {
-					i++
-				}
-			}
-		}
-	}
-	return 0, false
 }
 
 // plain marks the bytes a JSON string holds as they are: not a quote, a
