@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
 )
@@ -136,5 +137,31 @@ func writeTarGz(t *testing.T, path string, files map[string][]byte) {
 	zw.Close()
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The backlog is read again sooner as it shrinks: a drain's end is seen
+// within minRead, not a whole poll late.
+func TestNextReadShrinksWithTheBacklog(t *testing.T) {
+	t.Parallel()
+	const poll = 500 * time.Millisecond
+	for _, c := range []struct {
+		docs, tasks int64
+		want        time.Duration
+	}{
+		{0, 0, minRead},
+		{1, 0, minRead},
+		{0, 50, minRead},
+		{300, 700, 100 * time.Millisecond},
+		{5000, 0, poll},
+		{100000, 300000, poll},
+	} {
+		b := store.Backlog{Documents: store.Counts{"NEW": c.docs}, Tasks: store.Counts{"NEW": c.tasks / 2, "QUALIFICATION_IN_PROGRESS": c.tasks - c.tasks/2}}
+		if got := nextRead(b, poll); got != c.want {
+			t.Errorf("%d documents, %d tasks waiting: next read in %v, want %v", c.docs, c.tasks, got, c.want)
+		}
+	}
+	if got := nextRead(store.Backlog{Tasks: store.Counts{"NEW": 5000}}, 100*time.Millisecond); got != 100*time.Millisecond {
+		t.Errorf("a poll of 100 ms waited %v", got)
 	}
 }
