@@ -302,13 +302,7 @@ func (a *app) drainWhile(ctx context.Context, st *store.Waking, k *embedded.KB, 
 	start := time.Now()
 	bar := a.progress(-1, "indexing and qualifying")
 	err = runWhile(ctx, st, drainPoll, func(b store.Backlog) bool {
-		var docs, tasks int64
-		for _, n := range b.Documents {
-			docs += n
-		}
-		for _, n := range b.Tasks {
-			tasks += n
-		}
+		docs, tasks := b.Documents.Total(), b.Tasks.Total()
 		bar.Describe(fmt.Sprintf("indexing and qualifying: %d documents and %d tasks to go", docs, tasks))
 		bar.Add(1)
 		if docs == 0 && indexed == 0 {

@@ -190,13 +190,7 @@ const (
 // (BENCHMARKS.md, forty-second round). A backlog that nearly empty is a
 // few index entries to count.
 func nextRead(b store.Backlog, poll time.Duration) time.Duration {
-	var items int64
-	for _, n := range b.Documents {
-		items += n
-	}
-	for _, n := range b.Tasks {
-		items += n
-	}
+	items := b.Documents.Total() + b.Tasks.Total()
 	return min(poll, max(minRead, time.Duration(items)*itemRead))
 }
 

@@ -348,20 +348,17 @@ var (
 	BacklogTaskStates     = []TaskState{TaskNew, TaskRetry, TaskQualifying}
 )
 
-// Empty says that nothing waits for the indexers or the qualifier.
-func (b Backlog) Empty() bool {
-	for _, n := range b.Documents {
-		if n > 0 {
-			return false
-		}
+// Total is the sum of the counts.
+func (c Counts) Total() int64 {
+	var n int64
+	for _, v := range c {
+		n += v
 	}
-	for _, n := range b.Tasks {
-		if n > 0 {
-			return false
-		}
-	}
-	return true
+	return n
 }
+
+// Empty says that nothing waits for the indexers or the qualifier.
+func (b Backlog) Empty() bool { return b.Documents.Total()+b.Tasks.Total() == 0 }
 
 // Stats is what `jervis status` and the admin stats route report.
 type Stats struct {
