@@ -188,12 +188,15 @@ func fetchedOrAsked(verdict linksafety.Verdict, policy string) bool {
 
 // BatchGrowth and MaxBatch bound how far a backlog grows the qualifier's
 // batches (Config.Batch). Larger batches write each page their rows share
-// once: on the dev corpora 64 gave 10–16 % more documents/s than 16; a live
-// document then waits for a larger bulk write in flight (freshness p50
-// about 60 → 100 ms, p99 about 140 → 280 ms: BENCHMARKS.md), which is why
-// batches are small while the queue is.
+// once: on the dev corpora 64 gave 10–16 % more documents/s than 16, and
+// 128 (8 × 16) 4–6 % more than 64 (forty-third round: Jira 711 → 735,
+// the list 585 → 612, 100,000 synthetic documents 580 → 614). A live
+// document then waits for a larger bulk write in flight (Qualifier.ingest
+// cuts the writes while live ones come; at 128 a live note's freshness
+// p50 was 71–97 ms against 60–71 at 64, its p99 178–208 against 146–225:
+// BENCHMARKS.md), which is why batches are small while the queue is.
 const (
-	BatchGrowth = 4
+	BatchGrowth = 8
 	MaxBatch    = 256
 )
 
