@@ -13,8 +13,10 @@ import (
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/kb"
 	"github.com/jervis-dev/jervis/kb/embed/glove"
+	"github.com/jervis-dev/jervis/kb/embedded"
 	"github.com/jervis-dev/jervis/kb/embedded/embeddedtest"
 	"github.com/jervis-dev/jervis/kb/graph"
+	graphsqlite "github.com/jervis-dev/jervis/kb/graph/sqlite"
 	"github.com/jervis-dev/jervis/kb/rag"
 )
 
@@ -297,6 +299,89 @@ func TestStaleChunksLeaveMergedNodesAndSimilarityEdges(t *testing.T) {
 	}
 	if r2.Removed.EdgesUpdated != 1 {
 		t.Errorf("removed %+v, want the possible_duplicate edge updated", r2.Removed)
+	}
+}
+
+// mergingGraph is the embedded graph on which the identity loop merges
+// alias into canonical (the registry first, then MergeNode, as
+// KB.ApplyIdentities does) right after the first write of alias's node:
+// between a batch's nodes and its edges.
+type mergingGraph struct {
+	graph.Store
+	kb               *kb.KB
+	alias, canonical string
+	once             sync.Once
+}
+
+func (m *mergingGraph) For(client string) graph.Graph {
+	return &mergingClient{Graph: m.Store.For(client), m: m, client: client}
+}
+
+type mergingClient struct {
+	graph.Graph
+	m      *mergingGraph
+	client string
+}
+
+func (c *mergingClient) UpsertNodes(ctx context.Context, nodes ...graph.Node) error {
+	if err := c.Graph.UpsertNodes(ctx, nodes...); err != nil {
+		return err
+	}
+	var err error
+	if slices.ContainsFunc(nodes, func(n graph.Node) bool { return n.Key == c.m.alias }) {
+		c.m.once.Do(func() {
+			if err = c.m.kb.Resolver().Alias(ctx, c.client, c.m.alias, c.m.canonical); err == nil {
+				_, err = c.Graph.MergeNode(ctx, c.m.alias, c.m.canonical)
+			}
+		})
+	}
+	return err
+}
+
+// A person merged into another between a batch's nodes and its edges: the
+// edges go to the node the person was merged into, in the same write. They
+// failed on the missing end, and the batch was written again a request at a
+// time, each bringing the merged node back.
+func TestEdgesFollowAMergeBetweenNodesAndEdges(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	gs, err := graphsqlite.Open(ctx, dir+"/"+graphsqlite.FileName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mg := &mergingGraph{Store: gs, alias: "person:bob", canonical: "person:robert"}
+	all := embeddedtest.OpenWith(t, dir, embedded.Backends{Graph: mg})
+	mg.kb = all.KB.KB
+	reqs := []kb.IngestRequest{
+		{Client: "acme", MainNode: "jira:ops-7", SourceURN: "jira:ops-7", Content: "Disk alarms on the orders database.\n\n" +
+			"relationships: [\n  \"jira:OPS-7|ASSIGNED_TO|person:bob\",\n  \"person:bob|MENTIONS|person:robert\"\n]\n"},
+		{Client: "acme", MainNode: "jira:ops-8", SourceURN: "jira:ops-8", Content: "Rotate the backup keys.\n\n" +
+			"relationships: [\n  \"jira:OPS-8|ASSIGNED_TO|person:ann\"\n]\n"},
+	}
+	res, errs := all.KB.KB.IngestBatch(ctx, reqs)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	g := mg.For("acme")
+	if n, err := g.Node(ctx, "person:bob"); !errors.Is(err, graph.ErrNotFound) {
+		t.Errorf("the merged person is back: %+v %v", n, err)
+	}
+	for _, key := range []string{"assigned_to::jira:ops-7->person:robert", "assigned_to::jira:ops-8->person:ann"} {
+		if e, err := g.Edge(ctx, key); err != nil || len(e.EvidenceChunkIDs) == 0 {
+			t.Errorf("edge %s: %+v %v", key, e, err)
+		}
+	}
+	// bob → robert became robert → robert: left out, as MergeNode drops it.
+	for _, key := range []string{"mentions::person:robert->person:robert", "mentions::person:bob->person:robert"} {
+		if e, err := g.Edge(ctx, key); !errors.Is(err, graph.ErrNotFound) {
+			t.Errorf("edge %s: %+v %v", key, e, err)
+		}
+	}
+	if !slices.Contains(res[0].Edges, "assigned_to::jira:ops-7->person:bob") {
+		t.Errorf("the result names %v, not the edge as written", res[0].Edges)
 	}
 }
 
