@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -346,7 +347,7 @@ func TestEdgesFollowAMergeBetweenNodesAndEdges(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	dir := t.TempDir()
-	gs, err := graphsqlite.Open(ctx, dir+"/"+graphsqlite.FileName)
+	gs, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
