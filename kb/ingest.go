@@ -810,7 +810,7 @@ func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) err
 	var chunks []rag.Chunk
 	var nodes []graph.Node
 	var edges []graph.Edge
-	nodeAt, edgeAt := map[string]int{}, map[string]int{}
+	nodeAt := map[string]int{}
 	for _, p := range ps {
 		chunks = append(chunks, p.chunks...)
 		for _, n := range p.nodes {
@@ -821,14 +821,7 @@ func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) err
 			nodeAt[n.Key] = len(nodes)
 			nodes = append(nodes, n)
 		}
-		for _, e := range p.edges {
-			if j, ok := edgeAt[e.Key()]; ok {
-				mergeEdge(&edges[j], e)
-				continue
-			}
-			edgeAt[e.Key()] = len(edges)
-			edges = append(edges, e)
-		}
+		edges = append(edges, p.edges...)
 	}
 	if err := index.Upsert(ctx, chunks...); err != nil {
 		return fmt.Errorf("store chunks: %w", err)
@@ -838,18 +831,7 @@ func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) err
 	// at random a page the writer's cache let go during the transaction
 	// was read and written again.
 	slices.SortFunc(nodes, func(a, b graph.Node) int { return strings.Compare(a.Key, b.Key) })
-	type keyedEdge struct {
-		key  string
-		edge graph.Edge
-	}
-	keyed := make([]keyedEdge, len(edges))
-	for i, e := range edges {
-		keyed[i] = keyedEdge{e.Key(), e}
-	}
-	slices.SortFunc(keyed, func(a, b keyedEdge) int { return strings.Compare(a.key, b.key) })
-	for i := range keyed {
-		edges[i] = keyed[i].edge
-	}
+	edges = edgesByKey(edges)
 	g := k.graph.For(client)
 	if err := g.UpsertNodes(ctx, nodes...); err != nil {
 		return fmt.Errorf("store nodes: %w", err)
@@ -878,15 +860,41 @@ func (k *KB) writeClient(ctx context.Context, client string, ps []*prepared) err
 	return nil
 }
 
+// edgesByKey merges the edges that share a key, as a second upsert of one
+// would, and returns them in key order: the B-trees keyed by them are then
+// written from one end to the other (writeClient).
+func edgesByKey(edges []graph.Edge) []graph.Edge {
+	type keyed struct {
+		key  string
+		edge graph.Edge
+	}
+	out := make([]keyed, 0, len(edges))
+	at := make(map[string]int, len(edges))
+	for _, e := range edges {
+		key := e.Key()
+		if j, ok := at[key]; ok {
+			mergeEdge(&out[j].edge, e)
+			continue
+		}
+		at[key] = len(out)
+		out = append(out, keyed{key, e})
+	}
+	slices.SortFunc(out, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	sorted := make([]graph.Edge, len(out))
+	for i := range out {
+		sorted[i] = out[i].edge
+	}
+	return sorted
+}
+
 // endsNow returns edges with each end as the alias registry resolves it
-// now, and whether any end changed. Edges that come to have the same key
-// are merged, as two in one batch are; one whose ends become one node is
-// left out, as MergeNode drops it. The edges are in key order.
+// now (edgesByKey: those that come to share a key merged, in key order),
+// and whether any end changed. One whose ends become one node is left
+// out, as MergeNode drops it.
 func (k *KB) endsNow(ctx context.Context, client string, edges []graph.Edge) ([]graph.Edge, bool) {
 	now := func(key string) string { return k.resolver.canonical(ctx, client, []string{key})[0] }
 	moved := false
 	out := make([]graph.Edge, 0, len(edges))
-	at := map[string]int{}
 	for _, e := range edges {
 		if from, to := now(e.From), now(e.To); from != e.From || to != e.To {
 			moved = true
@@ -895,16 +903,9 @@ func (k *KB) endsNow(ctx context.Context, client string, edges []graph.Edge) ([]
 			}
 			e.From, e.To = from, to
 		}
-		key := e.Key()
-		if j, ok := at[key]; ok {
-			mergeEdge(&out[j], e)
-			continue
-		}
-		at[key] = len(out)
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b graph.Edge) int { return strings.Compare(a.Key(), b.Key()) })
-	return out, moved
+	return edgesByKey(out), moved
 }
 
 // held names where each chunk of ids may be held in the graph (graph.Held):
