@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -195,18 +194,19 @@ func TestUrgentWritersGoFirst(t *testing.T) {
 	}
 }
 
-// The writer checkpoints the WAL every walCheckpointPages pages, not at
-// SQLite's 1,000: 2,000 small transactions grow the WAL past 1,000 pages
-// without a checkpoint, and a checkpoint's WAL is cut back to walSizeLimit.
-func TestWALCheckpointsLessOften(t *testing.T) {
+// The WAL is copied into the database by the checkpointer, on its own
+// connection, once checkpointPages pages wait; the writer copies only the
+// tail committed meanwhile, and checkpoints itself only far behind
+// (walSafetyPages). The WAL starts again from its beginning after each
+// copy, so its file stays near checkpointPages pages.
+func TestWALCheckpointedOffTheWriter(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "t.db")
-	db, err := Open(ctx, Options{Path: path, Migrations: []string{`CREATE TABLE blobs (id INTEGER PRIMARY KEY, b BLOB NOT NULL) STRICT;`}})
+	db, err := Open(ctx, Options{Path: path, Migrations: []string{`CREATE TABLE blobs (id INTEGER PRIMARY KEY, b BLOB NOT NULL) STRICT;`}, checkpointPages: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
 	var pages, limit int64
 	if err := db.Write(ctx, "test", func(tx Tx) error {
 		if err := tx.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil {
@@ -216,11 +216,12 @@ func TestWALCheckpointsLessOften(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if pages != walCheckpointPages || limit != walSizeLimit {
-		t.Fatalf("writer: wal_autocheckpoint %d, journal_size_limit %d; want %d, %d", pages, limit, walCheckpointPages, walSizeLimit)
+	if pages != walSafetyPages || limit != walSizeLimit {
+		t.Fatalf("writer: wal_autocheckpoint %d, journal_size_limit %d; want %d, %d", pages, limit, walSafetyPages, walSizeLimit)
 	}
-	blob := make([]byte, 3000)
-	for i := range 2000 {
+	blob := make([]byte, 3000) // a page a commit at least
+	const commits = 3000
+	for i := range commits {
 		if err := db.Write(ctx, "test", func(tx Tx) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO blobs (id, b) VALUES (?, ?)`, i, blob)
 			return err
@@ -228,14 +229,64 @@ func TestWALCheckpointsLessOften(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := os.Stat(path + "-wal")
+	copies, tails := db.ck.copies.Load(), db.ck.tails.Load()
+	if copies == 0 || tails == 0 {
+		t.Fatalf("after %d commits the checkpointer copied %d times, the writer the tail %d times", commits, copies, tails)
+	}
+	// Each commit wrote a frame at least: fewer in the WAL now, it started
+	// again from its beginning.
+	frames, _, ok := walIndex(path + "-shm")
+	t.Logf("%d commits: %d copies, %d tails, %d frames in the WAL", commits, copies, tails, frames)
+	if !ok || frames >= commits {
+		t.Fatalf("%d frames in the WAL (%v) after %d commits: it never started again", frames, ok, commits)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(ctx, Options{Path: path, Migrations: []string{`CREATE TABLE blobs (id INTEGER PRIMARY KEY, b BLOB NOT NULL) STRICT;`}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// SQLite's default would have checkpointed and reused the WAL from its
-	// start every 1,000 pages (about 4 MiB of 4 KiB pages).
-	if st.Size() < 1500*4096 {
-		t.Fatalf("WAL %d bytes after 2,000 commits: checkpointed every 1,000 pages", st.Size())
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM blobs`).Scan(&n); err != nil || n != commits {
+		t.Fatalf("reopened: %d rows (%v), want %d", n, err, commits)
+	}
+}
+
+// walIndex reads the WAL index SQLite shares between connections: the
+// pages committed, and how many of them a checkpoint copied.
+func TestWALIndex(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "t.db")
+	db, err := Open(ctx, Options{Path: path, Migrations: []string{`CREATE TABLE blobs (id INTEGER PRIMARY KEY, b BLOB NOT NULL) STRICT;`}, checkpointPages: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	before, _, ok := walIndex(path + "-shm")
+	if !ok {
+		t.Fatal("the WAL index did not read")
+	}
+	if err := db.Write(ctx, "test", func(tx Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO blobs (id, b) VALUES (1, ?)`, make([]byte, 20000))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	frames, copied, ok := walIndex(path + "-shm")
+	if !ok || frames < before+5 || copied > before {
+		t.Fatalf("after 20,000 bytes committed: %d frames, %d copied (%v); %d frames before", frames, copied, ok, before)
+	}
+	if _, err := db.W.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+		t.Fatal(err)
+	}
+	if f, c, ok := walIndex(path + "-shm"); !ok || f != frames || c != frames {
+		t.Fatalf("after a checkpoint: %d frames, %d copied (%v), want %d and %d", f, c, ok, frames, frames)
+	}
+	if _, _, ok := walIndex(filepath.Join(t.TempDir(), "none-shm")); ok {
+		t.Fatal("a missing WAL index read")
 	}
 }
 
@@ -361,4 +412,27 @@ func untilWaiting(t *testing.T, db *DB, n int) {
 		}
 	}
 	t.Fatalf("%d writers never waited", n)
+}
+
+// Closing twice (a store and its owner both close it) stops the
+// checkpointer once; a write after Close fails, it does not panic.
+func TestCloseTwice(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "t.db"), Migrations: []string{`CREATE TABLE log (seq INTEGER PRIMARY KEY) STRICT;`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(ctx, "after close", func(tx Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO log DEFAULT VALUES`)
+		return err
+	}); err == nil {
+		t.Fatal("a write after Close succeeded")
+	}
 }
