@@ -520,9 +520,17 @@ func (k *KB) ApplyIdentities(ctx context.Context, client string, st store.Identi
 	for _, a := range res.Unaliased {
 		k.resolver.learn(client, a, "")
 	}
-	g := k.graph.For(client)
+	// Every alias is learned before the first merge: a batch whose edges
+	// meet one of these merges (KB.endsNow) then finds them all. Learned
+	// each just before its own merge, a batch that met the first one still
+	// read the next ones as unaliased, its retry met their merges, and the
+	// batch was written a request at a time (one of three 100,000-document
+	// runs, BENCHMARKS.md, forty-fourth round).
 	for _, a := range res.Aliases {
 		k.resolver.learn(client, a.Alias, a.Canonical)
+	}
+	g := k.graph.For(client)
+	for _, a := range res.Aliases {
 		m, err := g.MergeNode(ctx, a.Alias, a.Canonical)
 		if err != nil {
 			return res, fmt.Errorf("merge %s into %s: %w", a.Alias, a.Canonical, err)

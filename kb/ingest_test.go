@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -743,5 +744,95 @@ func TestBatchResolvesRefsInOneRead(t *testing.T) {
 		if got.MainNode != res[i].MainNode || !slices.Equal(got.Nodes, res[i].Nodes) || !slices.Equal(got.Edges, res[i].Edges) || !slices.Equal(got.Chunks, res[i].Chunks) {
 			t.Errorf("request %d one by one: %+v, in a batch %+v", i, got, res[i])
 		}
+	}
+}
+
+// checkingGraph records, at its first MergeNode, what the KB's resolver
+// says each of aliases stands for.
+type checkingGraph struct {
+	graph.Store
+	kb      *kb.KB
+	aliases []string
+	mu      sync.Mutex
+	seen    map[string]string // at the first merge
+}
+
+func (c *checkingGraph) For(client string) graph.Graph {
+	return &checkingClient{Graph: c.Store.For(client), c: c, client: client}
+}
+
+type checkingClient struct {
+	graph.Graph
+	c      *checkingGraph
+	client string
+}
+
+func (g *checkingClient) MergeNode(ctx context.Context, alias, canonical string) (graph.Merged, error) {
+	g.c.mu.Lock()
+	if g.c.seen == nil {
+		g.c.seen = map[string]string{}
+		for _, a := range g.c.aliases {
+			ref, err := g.c.kb.Resolver().Resolve(ctx, g.client, a)
+			if err != nil {
+				g.c.mu.Unlock()
+				return graph.Merged{}, err
+			}
+			g.c.seen[a] = ref.String()
+		}
+	}
+	g.c.mu.Unlock()
+	return g.Graph.MergeNode(ctx, alias, canonical)
+}
+
+// An identity pass makes the resolver know every alias it found before it
+// merges the first node: a batch whose edges meet one of the pass's merges
+// re-resolves its ends (endsNow) and must find the others too. Each learned
+// just before its own merge, the second alias still read as unaliased
+// where a batch had looked it up before the pass.
+func TestIdentityPassLearnsEveryAliasBeforeMerging(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	gs, err := graphsqlite.Open(ctx, filepath.Join(dir, graphsqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliases := []string{"person:ewan.h@home.test", "person:kim"}
+	cg := &checkingGraph{Store: gs, aliases: aliases}
+	all := embeddedtest.OpenWith(t, dir, embedded.Backends{Graph: cg})
+	cg.kb = all.KB.KB
+	if _, err := all.Store.PutClient(ctx, store.Client{ID: "acme", Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := all.KB.KB.IngestBatch(ctx, []kb.IngestRequest{{Client: "acme", MainNode: "jira:ops-9", SourceURN: "jira:ops-9",
+		Content: "Rotate the keys.\n\nrelationships: [\n  \"jira:OPS-9|ASSIGNED_TO|person:kim\",\n  \"jira:OPS-9|MENTIONS|person:ewan.h@home.test\"\n]\n"}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	// A batch looked both up before the pass: unaliased then.
+	for _, a := range aliases {
+		if ref, err := all.KB.KB.Resolver().Resolve(ctx, "acme", a); err != nil || ref.String() != a {
+			t.Fatalf("%s before the pass: %v %v", a, ref, err)
+		}
+	}
+	var facts []store.IdentityFact
+	for _, fs := range [][]store.IdentityFact{
+		author("ewan.h@home.test", "Ewan Harris", 3), author("ewan@work.test", "Ewan Harris", 1),
+		account("kim", "Kim Park", 1), {fact("person:kim", store.FactEmail, "kim@d.test", "jira:ops-kim", 1)}, author("kim@d.test", "Kim Park", 2),
+	} {
+		facts = append(facts, fs...)
+	}
+	if err := all.Store.PutIdentityFactSets(ctx, []store.IdentityFactSet{{Client: "acme", Source: "test", Facts: facts}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := all.KB.KB.ApplyIdentities(ctx, "acme", all.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Merged != 2 {
+		t.Fatalf("merged %d nodes, want 2 (%+v)", res.Merged, res.Aliases)
+	}
+	want := map[string]string{"person:ewan.h@home.test": "person:ewan@work.test", "person:kim": "person:kim@d.test"}
+	if !maps.Equal(cg.seen, want) {
+		t.Fatalf("at the first merge the resolver said %v, want %v", cg.seen, want)
 	}
 }
