@@ -97,6 +97,11 @@ type WriterFigures struct {
 	// WaitedSeconds is how long writers waited for it, summed over the
 	// writers (several wait at once).
 	WaitedSeconds float64 `json:"waitedSeconds"`
+	// Checkpoints are the WAL's copies into the file by the database's
+	// checkpointer, off the writer's turn; Tails what the writer copied in
+	// its turn after them (sqlitedb.WriterUse).
+	Checkpoints int64 `json:"checkpoints"`
+	Tails       int64 `json:"tails"`
 }
 
 // writersUse returns the writer use, so far, of the databases open under
@@ -121,7 +126,8 @@ func writerFigures(before, after map[string]sqlitedb.WriterUse, wall time.Durati
 	for file, a := range after {
 		b := before[file]
 		f := WriterFigures{File: file, Transactions: a.Transactions - b.Transactions,
-			HeldSeconds: (a.Held - b.Held).Seconds(), WaitedSeconds: (a.Waited - b.Waited).Seconds()}
+			HeldSeconds: (a.Held - b.Held).Seconds(), WaitedSeconds: (a.Waited - b.Waited).Seconds(),
+			Checkpoints: a.Copies - b.Copies, Tails: a.Tails - b.Tails}
 		if wall > 0 {
 			f.HeldShare = f.HeldSeconds / wall.Seconds()
 		}
@@ -861,7 +867,7 @@ func (rep BenchReport) print(w interface{ Write([]byte) (int, error) }) error {
 		if len(x.Writers) > 0 {
 			var ws []string
 			for _, f := range x.Writers {
-				ws = append(ws, fmt.Sprintf("%s %.0f %% (%d transactions, %.1f s waited)", f.File, 100*f.HeldShare, f.Transactions, f.WaitedSeconds))
+				ws = append(ws, fmt.Sprintf("%s %.0f %% (%d transactions, %.1f s waited; %d checkpoints, %d tails)", f.File, 100*f.HeldShare, f.Transactions, f.WaitedSeconds, f.Checkpoints, f.Tails))
 			}
 			notes = append(notes, fmt.Sprintf("%s writers held, of the index and qualify time: %s", name, strings.Join(ws, ", ")))
 		}

@@ -50,7 +50,7 @@ func TestBenchCommand(t *testing.T) {
 	files := map[string]bool{}
 	for _, w := range x.Writers {
 		files[w.File] = true
-		if w.HeldShare < 0 || w.HeldShare > 1 || w.WaitedSeconds < 0 {
+		if w.HeldShare < 0 || w.HeldShare > 1 || w.WaitedSeconds < 0 || w.Checkpoints < 0 || w.Tails < 0 {
 			t.Errorf("writer %+v", w)
 		}
 		if (w.File == "graph.db" || w.File == "chunks.db" || w.File == "jervis.db") && (w.Transactions == 0 || w.HeldSeconds <= 0) {

@@ -36,7 +36,7 @@ type checkpointer struct {
 	// caught: the last copy took every committed page; the writer takes
 	// the tail after its next commit.
 	caught atomic.Bool
-	// copies and tails count the checkpoints each side ran (tests).
+	// copies and tails count the checkpoints each side ran (Writers).
 	copies, tails atomic.Int64
 }
 

@@ -515,11 +515,14 @@ func (db *DB) Strings(ctx context.Context, q string, args ...any) ([]string, err
 // write transactions, how long they held the writer, and how long writers
 // waited for it (summed over the writers: several wait at once). A writer
 // held nearly all the time is what bounds the writes to its file: one
-// transaction at a time is all SQLite allows.
+// transaction at a time is all SQLite allows. Copies are the checkpoints
+// the checkpointer ran (each a PASSIVE copy of the WAL into the file, off
+// the writer's turn), Tails those the writer ran in its turn after them.
 type WriterUse struct {
-	Path         string
-	Transactions int64
-	Held, Waited time.Duration
+	Path          string
+	Transactions  int64
+	Held, Waited  time.Duration
+	Copies, Tails int64
 }
 
 // opened holds the databases open in this process (Writers).
@@ -531,8 +534,12 @@ func Writers() []WriterUse {
 	var out []WriterUse
 	opened.Range(func(k, _ any) bool {
 		db := k.(*DB)
-		out = append(out, WriterUse{Path: db.Path, Transactions: db.transactions.Load(),
-			Held: time.Duration(db.held.Load()), Waited: time.Duration(db.waited.Load())})
+		u := WriterUse{Path: db.Path, Transactions: db.transactions.Load(),
+			Held: time.Duration(db.held.Load()), Waited: time.Duration(db.waited.Load())}
+		if db.ck != nil {
+			u.Copies, u.Tails = db.ck.copies.Load(), db.ck.tails.Load()
+		}
+		out = append(out, u)
 		return true
 	})
 	slices.SortFunc(out, func(a, b WriterUse) int { return strings.Compare(a.Path, b.Path) })

@@ -233,6 +233,15 @@ func TestWALCheckpointedOffTheWriter(t *testing.T) {
 	if copies == 0 || tails == 0 {
 		t.Fatalf("after %d commits the checkpointer copied %d times, the writer the tail %d times", commits, copies, tails)
 	}
+	// Writers reports them (bench's writer figures).
+	ws := Writers()
+	i := slices.IndexFunc(ws, func(u WriterUse) bool { return u.Path == db.Path })
+	if i < 0 {
+		t.Fatal("Writers does not list the database")
+	}
+	if u := ws[i]; u.Copies < copies || u.Tails < tails {
+		t.Errorf("Writers: %d copies, %d tails; the checkpointer counted %d, %d", u.Copies, u.Tails, copies, tails)
+	}
 	// Each commit wrote a frame at least: fewer in the WAL now, it started
 	// again from its beginning.
 	frames, _, ok := walIndex(path + "-shm")
