@@ -38,6 +38,16 @@ type checkpointer struct {
 	caught atomic.Bool
 	// copies and tails count the checkpoints each side ran (Writers).
 	copies, tails atomic.Int64
+	// shmFile is the WAL index, opened once and closed only after every
+	// SQLite connection of the database (DB.Close): closing any descriptor
+	// of a file drops all the POSIX locks the process holds on it, SQLite's
+	// too. Opened and closed at each read, it dropped SQLite's lock that
+	// tells other processes the index is in use; a second process opening
+	// the database then took the index for its own and rebuilt it, and the
+	// first waited out its busy timeout (`jervis serve` and a test reading
+	// its data directory).
+	shmMu   sync.Mutex
+	shmFile *os.File
 }
 
 // walSafetyPages is the writer's own wal_autocheckpoint: it checkpoints
@@ -64,7 +74,7 @@ func (c *checkpointer) run() {
 			return
 		case <-c.wake:
 		}
-		if frames, copied, ok := walIndex(c.shm); !ok || frames-copied < c.pages {
+		if frames, copied, ok := c.walIndex(); !ok || frames-copied < c.pages {
 			continue
 		}
 		var busy, log, copied int64
@@ -104,19 +114,43 @@ func (c *checkpointer) stop() (err error) {
 	return err
 }
 
-// walIndex reads the WAL index's header in the -shm file, as SQLite's
+// closeIndex closes the WAL index's descriptor, once the database's SQLite
+// connections are closed (see shmFile).
+func (c *checkpointer) closeIndex() error {
+	c.shmMu.Lock()
+	defer c.shmMu.Unlock()
+	if c.shmFile == nil {
+		return nil
+	}
+	err := c.shmFile.Close()
+	c.shmFile = nil
+	return err
+}
+
+// walIndex reads the WAL index through the one descriptor the checkpointer
+// keeps (shmFile), opened at the first read.
+func (c *checkpointer) walIndex() (frames, copied int64, ok bool) {
+	c.shmMu.Lock()
+	defer c.shmMu.Unlock()
+	if c.shmFile == nil {
+		f, err := os.Open(c.shm)
+		if err != nil {
+			return 0, 0, false
+		}
+		c.shmFile = f
+	}
+	return walIndex(c.shmFile)
+}
+
+// walIndex reads the WAL index's header from its -shm file f, as SQLite's
 // connections share it (https://www.sqlite.org/walformat.html): the pages
 // in the WAL (mxFrame, at byte 16 of each of the header's two copies, bytes
 // 0 and 48) and how many of them were copied into the database (nBackfill,
 // at byte 96), native byte order, the format's version 3007000 at byte 0.
 // ok is false when the file cannot be read, is of another format, or was
-// being written (its two copies differ).
-func walIndex(shm string) (frames, copied int64, ok bool) {
-	f, err := os.Open(shm)
-	if err != nil {
-		return 0, 0, false
-	}
-	defer f.Close()
+// being written (its two copies differ). f must stay open while SQLite
+// has the database open (checkpointer.shmFile).
+func walIndex(f *os.File) (frames, copied int64, ok bool) {
 	var b [100]byte
 	if _, err := f.ReadAt(b[:], 0); err != nil {
 		return 0, 0, false

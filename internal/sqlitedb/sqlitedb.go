@@ -224,7 +224,11 @@ func (db *DB) Close() error {
 	if db.R != nil {
 		errs = append(errs, db.R.Close())
 	}
-	return errors.Join(append(errs, db.W.Close())...)
+	errs = append(errs, db.W.Close())
+	if db.ck != nil { // after every SQLite connection (checkpointer.shmFile)
+		errs = append(errs, db.ck.closeIndex())
+	}
+	return errors.Join(errs...)
 }
 
 // Ping checks that the database answers.

@@ -244,7 +244,7 @@ func TestWALCheckpointedOffTheWriter(t *testing.T) {
 	}
 	// Each commit wrote a frame at least: fewer in the WAL now, it started
 	// again from its beginning.
-	frames, _, ok := walIndex(path + "-shm")
+	frames, _, ok := db.ck.walIndex()
 	t.Logf("%d commits: %d copies, %d tails, %d frames in the WAL", commits, copies, tails, frames)
 	if !ok || frames >= commits {
 		t.Fatalf("%d frames in the WAL (%v) after %d commits: it never started again", frames, ok, commits)
@@ -274,7 +274,7 @@ func TestWALIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	before, _, ok := walIndex(path + "-shm")
+	before, _, ok := db.ck.walIndex()
 	if !ok {
 		t.Fatal("the WAL index did not read")
 	}
@@ -284,17 +284,17 @@ func TestWALIndex(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	frames, copied, ok := walIndex(path + "-shm")
+	frames, copied, ok := db.ck.walIndex()
 	if !ok || frames < before+5 || copied > before {
 		t.Fatalf("after 20,000 bytes committed: %d frames, %d copied (%v); %d frames before", frames, copied, ok, before)
 	}
 	if _, err := db.W.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
 		t.Fatal(err)
 	}
-	if f, c, ok := walIndex(path + "-shm"); !ok || f != frames || c != frames {
+	if f, c, ok := db.ck.walIndex(); !ok || f != frames || c != frames {
 		t.Fatalf("after a checkpoint: %d frames, %d copied (%v), want %d and %d", f, c, ok, frames, frames)
 	}
-	if _, _, ok := walIndex(filepath.Join(t.TempDir(), "none-shm")); ok {
+	if _, _, ok := (&checkpointer{shm: filepath.Join(t.TempDir(), "none-shm")}).walIndex(); ok {
 		t.Fatal("a missing WAL index read")
 	}
 }
