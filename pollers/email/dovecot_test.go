@@ -71,12 +71,22 @@ func startDovecot(t *testing.T) dovecot {
 		exec.Command("chown", "-R", "dovecot:dovecot", filepath.Join(dir, "mail"), filepath.Join(dir, "home")).Run()
 	}
 	u, _ := user.Lookup(mailUser)
-	freePort := func() int {
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port
+	// Two free ports, both listened on until both are known: closed one by
+	// one, the second could be the first again ("duplicate listener").
+	var ports [2]int
+	var lns []net.Listener
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
 	}
-	port, tlsPort := freePort(), freePort()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	port, tlsPort := ports[0], ports[1]
 	conf := fmt.Sprintf(`base_dir = %[1]s/run
 state_dir = %[1]s/state
 log_path = %[1]s/dovecot.log
