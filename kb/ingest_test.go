@@ -304,40 +304,39 @@ func TestStaleChunksLeaveMergedNodesAndSimilarityEdges(t *testing.T) {
 	}
 }
 
-// mergingGraph is the embedded graph on which the identity loop merges
-// alias into canonical (the registry first, then MergeNode, as
-// KB.ApplyIdentities does) right after the first write of alias's node:
-// between a batch's nodes and its edges.
-type mergingGraph struct {
+// hookGraph is the embedded graph with hooks into each client graph's
+// writes: afterNodes runs after UpsertNodes (g the client graph without
+// hooks), beforeMerge before MergeNode.
+type hookGraph struct {
 	graph.Store
-	kb               *kb.KB
-	alias, canonical string
-	once             sync.Once
+	afterNodes  func(ctx context.Context, g graph.Graph, client string, nodes []graph.Node) error
+	beforeMerge func(ctx context.Context, client string) error
 }
 
-func (m *mergingGraph) For(client string) graph.Graph {
-	return &mergingClient{Graph: m.Store.For(client), m: m, client: client}
+func (h *hookGraph) For(client string) graph.Graph {
+	return &hookClient{Graph: h.Store.For(client), h: h, client: client}
 }
 
-type mergingClient struct {
+type hookClient struct {
 	graph.Graph
-	m      *mergingGraph
+	h      *hookGraph
 	client string
 }
 
-func (c *mergingClient) UpsertNodes(ctx context.Context, nodes ...graph.Node) error {
-	if err := c.Graph.UpsertNodes(ctx, nodes...); err != nil {
+func (c *hookClient) UpsertNodes(ctx context.Context, nodes ...graph.Node) error {
+	if err := c.Graph.UpsertNodes(ctx, nodes...); err != nil || c.h.afterNodes == nil {
 		return err
 	}
-	var err error
-	if slices.ContainsFunc(nodes, func(n graph.Node) bool { return n.Key == c.m.alias }) {
-		c.m.once.Do(func() {
-			if err = c.m.kb.Resolver().Alias(ctx, c.client, c.m.alias, c.m.canonical); err == nil {
-				_, err = c.Graph.MergeNode(ctx, c.m.alias, c.m.canonical)
-			}
-		})
+	return c.h.afterNodes(ctx, c.Graph, c.client, nodes)
+}
+
+func (c *hookClient) MergeNode(ctx context.Context, alias, canonical string) (graph.Merged, error) {
+	if c.h.beforeMerge != nil {
+		if err := c.h.beforeMerge(ctx, c.client); err != nil {
+			return graph.Merged{}, err
+		}
 	}
-	return err
+	return c.Graph.MergeNode(ctx, alias, canonical)
 }
 
 // A person merged into another between a batch's nodes and its edges: the
@@ -352,9 +351,24 @@ func TestEdgesFollowAMergeBetweenNodesAndEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mg := &mergingGraph{Store: gs, alias: "person:bob", canonical: "person:robert"}
+	// The identity loop merges bob into robert (the registry first, then
+	// MergeNode, as KB.ApplyIdentities does) right after bob's node is
+	// first written: between the batch's nodes and its edges.
+	var k *kb.KB
+	var once sync.Once
+	mg := &hookGraph{Store: gs, afterNodes: func(ctx context.Context, g graph.Graph, client string, nodes []graph.Node) error {
+		var err error
+		if slices.ContainsFunc(nodes, func(n graph.Node) bool { return n.Key == "person:bob" }) {
+			once.Do(func() {
+				if err = k.Resolver().Alias(ctx, client, "person:bob", "person:robert"); err == nil {
+					_, err = g.MergeNode(ctx, "person:bob", "person:robert")
+				}
+			})
+		}
+		return err
+	}}
 	all := embeddedtest.OpenWith(t, dir, embedded.Backends{Graph: mg})
-	mg.kb = all.KB.KB
+	k = all.KB.KB
 	reqs := []kb.IngestRequest{
 		{Client: "acme", MainNode: "jira:ops-7", SourceURN: "jira:ops-7", Content: "Disk alarms on the orders database.\n\n" +
 			"relationships: [\n  \"jira:OPS-7|ASSIGNED_TO|person:bob\",\n  \"person:bob|MENTIONS|person:robert\"\n]\n"},
@@ -747,43 +761,6 @@ func TestBatchResolvesRefsInOneRead(t *testing.T) {
 	}
 }
 
-// checkingGraph records, at its first MergeNode, what the KB's resolver
-// says each of aliases stands for.
-type checkingGraph struct {
-	graph.Store
-	kb      *kb.KB
-	aliases []string
-	mu      sync.Mutex
-	seen    map[string]string // at the first merge
-}
-
-func (c *checkingGraph) For(client string) graph.Graph {
-	return &checkingClient{Graph: c.Store.For(client), c: c, client: client}
-}
-
-type checkingClient struct {
-	graph.Graph
-	c      *checkingGraph
-	client string
-}
-
-func (g *checkingClient) MergeNode(ctx context.Context, alias, canonical string) (graph.Merged, error) {
-	g.c.mu.Lock()
-	if g.c.seen == nil {
-		g.c.seen = map[string]string{}
-		for _, a := range g.c.aliases {
-			ref, err := g.c.kb.Resolver().Resolve(ctx, g.client, a)
-			if err != nil {
-				g.c.mu.Unlock()
-				return graph.Merged{}, err
-			}
-			g.c.seen[a] = ref.String()
-		}
-	}
-	g.c.mu.Unlock()
-	return g.Graph.MergeNode(ctx, alias, canonical)
-}
-
 // An identity pass makes the resolver know every alias it found before it
 // merges the first node: a batch whose edges meet one of the pass's merges
 // re-resolves its ends (endsNow) and must find the others too. Each learned
@@ -798,9 +775,25 @@ func TestIdentityPassLearnsEveryAliasBeforeMerging(t *testing.T) {
 		t.Fatal(err)
 	}
 	aliases := []string{"person:ewan.h@home.test", "person:kim"}
-	cg := &checkingGraph{Store: gs, aliases: aliases}
+	// At the first MergeNode: what the resolver says each alias stands for.
+	var k *kb.KB
+	var seen map[string]string
+	cg := &hookGraph{Store: gs, beforeMerge: func(ctx context.Context, client string) error {
+		if seen != nil {
+			return nil
+		}
+		seen = map[string]string{}
+		for _, a := range aliases {
+			ref, err := k.Resolver().Resolve(ctx, client, a)
+			if err != nil {
+				return err
+			}
+			seen[a] = ref.String()
+		}
+		return nil
+	}}
 	all := embeddedtest.OpenWith(t, dir, embedded.Backends{Graph: cg})
-	cg.kb = all.KB.KB
+	k = all.KB.KB
 	if _, err := all.Store.PutClient(ctx, store.Client{ID: "acme", Name: "acme"}); err != nil {
 		t.Fatal(err)
 	}
@@ -832,7 +825,7 @@ func TestIdentityPassLearnsEveryAliasBeforeMerging(t *testing.T) {
 		t.Fatalf("merged %d nodes, want 2 (%+v)", res.Merged, res.Aliases)
 	}
 	want := map[string]string{"person:ewan.h@home.test": "person:ewan@work.test", "person:kim": "person:kim@d.test"}
-	if !maps.Equal(cg.seen, want) {
-		t.Fatalf("at the first merge the resolver said %v, want %v", cg.seen, want)
+	if !maps.Equal(seen, want) {
+		t.Fatalf("at the first merge the resolver said %v, want %v", seen, want)
 	}
 }
