@@ -125,6 +125,15 @@ func TestWalk(t *testing.T) {
 	zw.Close()
 	os.WriteFile(filepath.Join(dir, "list.mbox.gz"), gz.Bytes(), 0o644)
 	os.WriteFile(filepath.Join(dir, "cut.tgz"), tgz.Bytes()[:30], 0o644)
+	// A gzipped mailbox that breaks off: read to its break, then the error
+	// (not the clean end of a shorter mailbox).
+	var long bytes.Buffer
+	zw = gzip.NewWriter(&long)
+	for i := range 20000 {
+		fmt.Fprintf(zw, "From x\nSubject: %d\n\nbody %d\n\n", i, i*7919)
+	}
+	zw.Close()
+	os.WriteFile(filepath.Join(dir, "cut.mbox.gz"), long.Bytes()[:long.Len()/2], 0o644)
 	got := map[string]string{}
 	err := filedrop.Walk(dir, func(name string, r io.Reader, err error) error {
 		var raw []byte
@@ -132,12 +141,15 @@ func TestWalk(t *testing.T) {
 			raw, err = io.ReadAll(r)
 		}
 		got[filepath.ToSlash(name)] = string(raw)
+		if len(raw) > 64 {
+			got[filepath.ToSlash(name)] = fmt.Sprintf("%d bytes", len(raw))
+		}
 		if err != nil {
 			got[filepath.ToSlash(name)] = "error"
 		}
 		return nil
 	})
-	want := map[string]string{"sub/note.md": "# Note", "p/a.json": "{}", "list.mbox": "From x\n", "cut.tgz": "error"}
+	want := map[string]string{"sub/note.md": "# Note", "p/a.json": "{}", "list.mbox": "From x\n", "cut.tgz": "error", "cut.mbox": "error"}
 	if err != nil || !maps.Equal(got, want) {
 		t.Fatalf("walk: %v %q, want %q", err, got, want)
 	}

@@ -103,7 +103,9 @@ func walkFile(p, name string, visit VisitFunc) error {
 			return visit(name, nil, fmt.Errorf("gzip: %w", err))
 		}
 		defer gz.Close()
-		r = gz
+		ra := newReadAhead(gz) // inflated on another core than it is parsed
+		defer ra.Close()
+		r = ra
 	}
 	if !strings.HasSuffix(lower, ".tar") && !strings.HasSuffix(lower, ".tar.gz") && !strings.HasSuffix(lower, ".tgz") {
 		return visit(strings.TrimSuffix(name, filepath.Ext(name)), r, nil) // x.mbox.gz: one gzipped file
