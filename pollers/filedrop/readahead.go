@@ -87,6 +87,9 @@ func (ra *readAhead) Read(p []byte) (int, error) {
 		if !ok {
 			ra.errMu.Lock()
 			defer ra.errMu.Unlock()
+			if ra.err == nil { // stopped by Close
+				return 0, io.ErrClosedPipe
+			}
 			return 0, ra.err
 		}
 		ra.block, ra.cur = b, b

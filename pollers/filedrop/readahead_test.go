@@ -75,6 +75,16 @@ func TestReadAheadStopsWhenClosed(t *testing.T) {
 	default:
 		t.Fatal("the goroutine still runs")
 	}
+	// After Close, what was read ahead can still be read; then a read
+	// fails, rather than ending as if the source had ended.
+	for {
+		if _, err := ra.Read(make([]byte, 1<<20)); err != nil {
+			if err != io.ErrClosedPipe {
+				t.Fatalf("read after Close: %v", err)
+			}
+			break
+		}
+	}
 }
 
 type zeros struct{}
