@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jervis-dev/jervis/internal/urgency"
 )
 
 // checkpointer copies the WAL into the database off the writer's turn.
@@ -28,7 +30,9 @@ import (
 type checkpointer struct {
 	conn  *sql.DB
 	shm   string        // the WAL index (walIndex)
-	pages int64         // copy once this many pages wait
+	pages int64         // copy once this many pages wait, while live documents come
+	bulk  int64         // … and otherwise (walBulkPages)
+	live  time.Duration // how recent urgent work makes it live (walLiveWindow)
 	wake  chan struct{} // never closed: a commit racing stop still sends
 	quit  chan struct{}
 	done  chan struct{}
@@ -52,16 +56,18 @@ type checkpointer struct {
 
 // walSafetyPages is the writer's own wal_autocheckpoint: it checkpoints
 // only when the checkpointer fell this far behind (a WAL index it cannot
-// read, a reader holding the WAL's start for a long time).
-const walSafetyPages = 4 * walCheckpointPages
+// read, a reader holding the WAL's start for a long time). Were it the
+// bulk size, the writer would run nearly every bulk copy itself.
+const walSafetyPages = 4 * walBulkPages
 
-func startCheckpointer(path string, busy time.Duration, pages int64) (*checkpointer, error) {
+func startCheckpointer(path string, busy time.Duration, pages, bulk int64) (*checkpointer, error) {
 	conn, err := sql.Open("sqlite", dsn(path, busy, true))
 	if err != nil {
 		return nil, err
 	}
 	conn.SetMaxOpenConns(1)
-	c := &checkpointer{conn: conn, shm: path + "-shm", pages: pages, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	c := &checkpointer{conn: conn, shm: path + "-shm", pages: pages, bulk: bulk, live: walLiveWindow,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c, nil
 }
@@ -74,7 +80,7 @@ func (c *checkpointer) run() {
 			return
 		case <-c.wake:
 		}
-		if frames, copied, ok := c.walIndex(); !ok || frames-copied < c.pages {
+		if frames, copied, ok := c.walIndex(); !ok || frames-copied < c.threshold() {
 			continue
 		}
 		var busy, log, copied int64
@@ -86,6 +92,16 @@ func (c *checkpointer) run() {
 			c.caught.Store(true)
 		}
 	}
+}
+
+// threshold is how many pages wait before a copy: the live size while
+// urgent work (a live document) was seen within c.live, the bulk size
+// otherwise.
+func (c *checkpointer) threshold() int64 {
+	if urgency.Recent(c.live) {
+		return c.pages
+	}
+	return c.bulk
 }
 
 // committed runs on the writer connection w after each commit, in the

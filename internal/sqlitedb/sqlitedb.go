@@ -43,8 +43,8 @@ type Options struct {
 	// transaction commits, and kept (up to maxWriteStmts).
 	Hot []string
 
-	// checkpointPages is when the checkpointer copies the WAL (default
-	// walCheckpointPages; tests make it small).
+	// checkpointPages is when the checkpointer copies the WAL, live or bulk
+	// (default walCheckpointPages and walBulkPages; tests make it small).
 	checkpointPages int64
 }
 
@@ -156,7 +156,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	}
 	db.R.SetMaxOpenConns(readers)
 	db.R.SetMaxIdleConns(readers)
-	if db.ck, err = startCheckpointer(path, busy, cmp.Or(opts.checkpointPages, walCheckpointPages)); err != nil {
+	if db.ck, err = startCheckpointer(path, busy, cmp.Or(opts.checkpointPages, walCheckpointPages), cmp.Or(opts.checkpointPages, walBulkPages)); err != nil {
 		db.Close()
 		return nil, db.Explain("open", err)
 	}
@@ -184,21 +184,34 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 }
 
 // walCheckpointPages is how many WAL pages wait before the checkpointer
-// copies them (about 40 MiB of 4 KiB pages), instead of SQLite's 1,000: a
-// page written again and again between checkpoints (an index's, a B-tree's
-// inner pages) is copied into the database once. Until the forty-fourth
-// round the writer ran these checkpoints itself. In a profile of
-// `jervis bench` on the dev Jira corpus, commits were 30 % of the pipeline's
-// CPU, the automatic checkpoint (every 1,000 pages) 3.7 of its 8.1 s; with
-// 10,000, the same bench (three runs each, alternating) went 240, 244, 275 →
-// 280, 307, 311 documents/s and the mailing list 268, 282 → 330, 316, peak
-// RSS and search times the same (BENCHMARKS.md). 30,000 was measured and
-// not kept (thirty-fourth round): 8–11 % fewer bytes written, no more
-// documents/s beside this, a live document's p99 wait longer (a checkpoint
-// three times the size holds the writer longer). A kill -9 loses nothing
-// either way: a committed page is in the WAL, which the next open replays.
+// copies them (about 40 MiB of 4 KiB pages) while live documents come,
+// instead of SQLite's 1,000: a page written again and again between
+// checkpoints (an index's, a B-tree's inner pages) is copied into the
+// database once. Until the forty-fourth round the writer ran these
+// checkpoints itself. In a profile of `jervis bench` on the dev Jira corpus,
+// commits were 30 % of the pipeline's CPU, the automatic checkpoint (every
+// 1,000 pages) 3.7 of its 8.1 s; with 10,000, the same bench (three runs
+// each, alternating) went 240, 244, 275 → 280, 307, 311 documents/s and the
+// mailing list 268, 282 → 330, 316, peak RSS and search times the same
+// (BENCHMARKS.md). A larger copy leaves a larger tail for the writer to copy
+// in its turn, which a live document's writes then wait behind: with
+// 40,000 throughout, a live note's p99 freshness went 113–158 → 190–243 ms
+// (forty-fifth round), so that size is kept for bulk work (walBulkPages). A kill -9
+// loses nothing either way: a committed page is in the WAL, which the next
+// open replays.
+//
+// walBulkPages is the checkpointer's size while no live document came
+// within walLiveWindow (internal/urgency): a bulk import or reprocess.
+// Copying every 10,000 of its pages copied the same inner and tail pages
+// over and over (the checkpointers: 4 % of the Jira drain's CPU, 12 % at
+// 100,000 synthetic documents). With 40,000 (forty-fifth
+// round, alternating): Jira 930–957 → 973–1,004 documents/s, the list
+// 786–830 → 809–838, 100,000 synthetic documents 768–779 → 809; the WAL
+// file grows to about 160 MiB before it starts again.
 const (
 	walCheckpointPages = 10000
+	walBulkPages       = 40000
+	walLiveWindow      = 2 * time.Second
 	walSizeLimit       = 64 << 20
 )
 

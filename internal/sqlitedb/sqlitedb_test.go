@@ -445,3 +445,21 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatal("a write after Close succeeded")
 	}
 }
+
+// The checkpointer copies at its live size while urgent work (a live
+// document) was seen within its window, and at its bulk size otherwise.
+// Not parallel: another test's urgent write would make it live.
+func TestCheckpointSizeFollowsLiveDocuments(t *testing.T) {
+	c := &checkpointer{pages: 10, bulk: 40, live: 20 * time.Millisecond}
+	urgency.With(context.Background())
+	if got := c.threshold(); got != 10 {
+		t.Fatalf("with a live document just seen: %d pages, want 10", got)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if got := c.threshold(); got != 40 {
+		t.Fatalf("none seen for 60 ms: %d pages, want 40", got)
+	}
+	if walSafetyPages <= walBulkPages || walBulkPages <= walCheckpointPages {
+		t.Fatalf("safety net %d, bulk %d, live %d: the writer's own checkpoint must come after the checkpointer's", walSafetyPages, walBulkPages, walCheckpointPages)
+	}
+}
