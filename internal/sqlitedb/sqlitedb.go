@@ -193,21 +193,21 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 // 1,000 pages) 3.7 of its 8.1 s; with 10,000, the same bench (three runs
 // each, alternating) went 240, 244, 275 → 280, 307, 311 documents/s and the
 // mailing list 268, 282 → 330, 316, peak RSS and search times the same
-// (BENCHMARKS.md). A larger copy leaves a larger tail for the writer to copy
-// in its turn, which a live document's writes then wait behind: with
+// (BENCHMARKS.md). A larger copy leaves a larger tail for the writer to
+// copy in its turn, which a live document's writes then wait behind: with
 // 40,000 throughout, a live note's p99 freshness went 113–158 → 190–243 ms
-// (forty-fifth round), so that size is kept for bulk work (walBulkPages). A kill -9
-// loses nothing either way: a committed page is in the WAL, which the next
-// open replays.
+// (forty-fifth round), so that size is kept for bulk work (walBulkPages).
+// A kill -9 loses nothing either way: a committed page is in the WAL, which
+// the next open replays.
 //
 // walBulkPages is the checkpointer's size while no live document came
 // within walLiveWindow (internal/urgency): a bulk import or reprocess.
 // Copying every 10,000 of its pages copied the same inner and tail pages
 // over and over (the checkpointers: 4 % of the Jira drain's CPU, 12 % at
-// 100,000 synthetic documents). With 40,000 (forty-fifth
-// round, alternating): Jira 930–957 → 973–1,004 documents/s, the list
-// 786–830 → 809–838, 100,000 synthetic documents 768–779 → 809; the WAL
-// file grows to about 160 MiB before it starts again.
+// 100,000 synthetic documents). With 40,000 (forty-fifth round,
+// alternating): Jira 930–957 → 973–1,004 documents/s, the list 786–830 →
+// 809–838, 100,000 synthetic documents 768–779 → 809; the WAL file grows to
+// about 160 MiB before it starts again.
 const (
 	walCheckpointPages = 10000
 	walBulkPages       = 40000

@@ -1,9 +1,6 @@
 package filedrop
 
-import (
-	"io"
-	"sync"
-)
+import "io"
 
 // readAhead reads r on a goroutine of its own, up to readAheadBlocks
 // blocks of readAheadBlock bytes before they are asked for, so that what
@@ -17,8 +14,7 @@ type readAhead struct {
 	free   chan []byte
 	block  []byte // the block being read, whole
 	cur    []byte // what of it is not read yet
-	err    error  // the source's error (io.EOF at its end), once blocks is drained
-	errMu  sync.Mutex
+	err    error  // the source's error (io.EOF at its end): set before blocks is closed, read after
 	stop   chan struct{}
 	done   chan struct{}
 }
@@ -69,9 +65,7 @@ func (ra *readAhead) fill(r io.Reader) {
 			}
 		}
 		if err != nil {
-			ra.errMu.Lock()
-			ra.err = err
-			ra.errMu.Unlock()
+			ra.err = err // seen by Read once blocks is closed (deferred above)
 			return
 		}
 	}
@@ -85,8 +79,6 @@ func (ra *readAhead) Read(p []byte) (int, error) {
 	if len(ra.cur) == 0 {
 		b, ok := <-ra.blocks
 		if !ok {
-			ra.errMu.Lock()
-			defer ra.errMu.Unlock()
 			if ra.err == nil { // stopped by Close
 				return 0, io.ErrClosedPipe
 			}
