@@ -167,7 +167,7 @@ func ParseRelations(text string, main Ref) (rels []Found, mentions []Mention) {
 		}
 		covered := make([][2]int, 0, 2)
 		for _, re := range syntaxREs {
-			if !strings.Contains(line, re.needs) { // it cannot match: skip the scan
+			if strings.Count(line, re.needs) < re.times { // it cannot match: skip the scan
 				continue
 			}
 			for _, m := range re.FindAllStringSubmatchIndex(line, -1) {
@@ -207,11 +207,14 @@ func ParseRelations(text string, main Ref) (rels []Found, mentions []Mention) {
 }
 
 // syntaxREs are the relationship syntaxes in the order they claim text,
-// each with a literal every match holds.
+// each with a literal every match holds, and how many times: a line of C
+// (p->next) or a diffstat (file | 3 +-) has one arrow or pipe, and the
+// regular expression's scan of such lines was 2 % of a mailing list's drain.
 var syntaxREs = []struct {
 	*regexp.Regexp
 	needs string
-}{{bracketRE, "]->"}, {arrowRE, "->"}, {pipeRE, "|"}}
+	times int
+}{{bracketRE, "]->", 1}, {arrowRE, "->", 2}, {pipeRE, "|", 2}}
 
 func overlaps(spans [][2]int, lo, hi int) bool {
 	for _, s := range spans {
