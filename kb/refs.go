@@ -97,6 +97,14 @@ func NewRef(namespace, value string) (Ref, error) {
 }
 
 func normalizePart(s string, namespace bool) string {
+	if canonicalPart(s, namespace) {
+		return s // most parts are: a ref read back, an address, a key
+	}
+	return rewritePart(s, namespace)
+}
+
+// rewritePart is normalizePart of a part it changes.
+func rewritePart(s string, namespace bool) string {
 	var b strings.Builder
 	pendingSpace := false
 	for _, r := range strings.ToLower(strings.TrimSpace(s)) {
@@ -118,6 +126,21 @@ func normalizePart(s string, namespace bool) string {
 		}
 	}
 	return b.String()
+}
+
+// canonicalPart reports whether normalizePart would return s as it is: s
+// is ASCII and holds nothing it changes (upper case, space, a mark it
+// replaces).
+func canonicalPart(s string, namespace bool) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_':
+		case !namespace && (c == '.' || c == '-' || c == '@' || c == '+' || c == '#' || c == '/' || c == ':'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // meaningful reports whether s has a letter or digit.
