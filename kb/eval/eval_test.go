@@ -1,8 +1,10 @@
 package eval
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -156,6 +158,70 @@ func TestCheckHoldsTheEncodersVectors(t *testing.T) {
 		got := r.Check(DefaultFloors)
 		if (len(got) > 0) != c.crossed || c.crossed && !strings.Contains(got[0], "vectors alone") {
 			t.Errorf("encoder %q, vectors %.3f: %v", c.encoder, c.vectors, got)
+		}
+	}
+}
+
+// mayLink passes on every payload that may hold a link of the types, in
+// each shape jiraItems reads, and on what spells a type's name but cannot
+// be read.
+func TestMayLink(t *testing.T) {
+	t.Parallel()
+	dup := `{"key":"OPS-1","fields":{"issuelinks":[{"type":{"name":"Blocks"}},{"type":{"name":"DUPLICATE"}}]}}`
+	other := `{"key":"OPS-2","fields":{"issuelinks":[{"type":{"name":"Blocks"}}],"description":"a duplicate"}}`
+	for payload, want := range map[string]bool{
+		dup:                           true,
+		other:                         false,
+		"[" + other + "," + dup + "]": true,
+		"[" + other + "]":             false,
+		`{"issues":[` + other + `]}`:  false,
+		`{"issues":[` + dup + `]}`:    true,
+		` {"issues":[],"fields":` + dup[strings.Index(dup, `{"issuelinks"`):len(dup)-1] + `}`: true,
+		`{"key":"OPS-3","fields":{"summary":"x"}}`:                                            false,
+		`{"key":"OPS-4","fields":"a Duplicate, not an object"}`:                               true,
+		`not JSON: Duplicate`: true,
+		`{"key":"OPS-5","fields":{"issuelinks":[{"type":{"name":"\u0044uplicate"}}]}}`: true,
+	} {
+		if got := mayLink([]byte(payload), []string{"Duplicate"}); got != want {
+			t.Errorf("mayLink(%s) = %v, want %v", payload, got, want)
+		}
+	}
+}
+
+// containsASCIIFold agrees with a search of both sides in lower case, on
+// texts of few letters (so matches and near misses are many).
+func TestContainsASCIIFold(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	letters := "dDuUpP-"
+	for range 20_000 {
+		b := make([]byte, r.IntN(12))
+		for i := range b {
+			b[i] = letters[r.IntN(len(letters))]
+		}
+		w := make([]byte, 1+r.IntN(3))
+		for i := range w {
+			w[i] = letters[r.IntN(len(letters))]
+		}
+		want := bytes.Contains(bytes.ToLower(b), bytes.ToLower(w))
+		if got := containsASCIIFold(b, string(w)); got != want {
+			t.Fatalf("containsASCIIFold(%q, %q) = %v, want %v", b, w, got, want)
+		}
+	}
+}
+
+// spelled passes what may name a type without spelling it in ASCII.
+func TestSpelled(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]bool{
+		`{"name":"Blocks"}`:            false,
+		`{"name":"DupLicate"}`:         true,
+		`{"name":"\u0044uplicate"}`:    true,
+		"{\"name\":\"Blocks \u212a\"}": true,
+		`{}`:                           false,
+	} {
+		if got := spelled([]byte(raw), []string{"duplicate"}); got != want {
+			t.Errorf("spelled(%s) = %v, want %v", raw, got, want)
 		}
 	}
 }

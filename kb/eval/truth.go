@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -136,6 +137,9 @@ var archiveHead = regexp.MustCompile(`^From \S+.*\r?\n[A-Za-z][A-Za-z0-9-]*:`)
 // named types (in any case), and whether it removed any; other payloads,
 // and numbers, come back as they were.
 func StripLinks(raw []byte, types ...string) ([]byte, bool) {
+	if !mayLink(raw, types) {
+		return raw, false
+	}
 	doc, list, ok := jiraItems(raw)
 	if !ok {
 		return raw, false
@@ -166,6 +170,127 @@ func StripLinks(raw []byte, types ...string) ([]byte, bool) {
 		return raw, false
 	}
 	return out, true
+}
+
+// linkNames is what mayLink reads of a payload: the link types' names of
+// an issue, of a search response's issues, or of an array's.
+type linkNames struct {
+	Fields *struct {
+		IssueLinks []struct {
+			Type struct {
+				Name string `json:"name"`
+			} `json:"type"`
+		} `json:"issuelinks"`
+	} `json:"fields"`
+	Issues []linkNames `json:"issues"`
+}
+
+// mayLink reports whether raw may hold a link of one of the types: false
+// only when its link types' names, read without the rest of the payload,
+// name none of them. Decoding the whole payload into maps, and most Jira
+// issues have no such link, was most of the time eval's import took.
+func mayLink(raw []byte, types []string) bool {
+	if !spelled(raw, types) {
+		return false
+	}
+	var items []linkNames
+	if b := bytes.TrimLeft(raw, " \t\r\n"); len(b) > 0 && b[0] == '[' {
+		if json.Unmarshal(raw, &items) != nil {
+			return true // let jiraItems judge it
+		}
+	} else {
+		var one linkNames
+		if json.Unmarshal(raw, &one) != nil {
+			return true
+		}
+		items = append(one.Issues, one)
+	}
+	for _, it := range items {
+		if it.Fields == nil {
+			continue
+		}
+		for _, l := range it.Fields.IssueLinks {
+			if slices.ContainsFunc(types, func(s string) bool { return strings.EqualFold(s, l.Type.Name) }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// spelled reports whether raw may spell one of the names, in any case,
+// as JSON would: false only when raw holds none of them in ASCII case,
+// no \u escape (one may spell a letter) and neither of the two letters
+// that fold to an ASCII one (U+017F, U+212A). An issue's payload is read
+// this way first: decoding even its link types alone was a quarter of
+// eval's import.
+func spelled(raw []byte, names []string) bool {
+	if bytes.Contains(raw, []byte(`\u`)) || bytes.Contains(raw, []byte("\u017f")) || bytes.Contains(raw, []byte("\u212a")) {
+		return true
+	}
+	for _, name := range names {
+		if name == "" || containsASCIIFold(raw, name) {
+			return true
+		}
+		for i := 0; i < len(name); i++ {
+			if name[i] >= utf8.RuneSelf {
+				return true // not compared here
+			}
+		}
+	}
+	return false
+}
+
+// containsASCIIFold reports whether b holds w (not empty) with ASCII
+// letters in any case.
+func containsASCIIFold(b []byte, w string) bool {
+	lo, up := w[0], w[0]
+	if 'a' <= lo|0x20 && lo|0x20 <= 'z' {
+		lo, up = lo|0x20, lo&^0x20
+	}
+	nextUp := -1 // up's next position in b, once looked for
+	for at := 0; len(b)-at >= len(w); {
+		i := bytes.IndexByte(b[at:], lo)
+		if i >= 0 {
+			i += at
+		}
+		if up != lo {
+			if nextUp < at {
+				if nextUp = bytes.IndexByte(b[at:], up); nextUp >= 0 {
+					nextUp += at
+				} else {
+					nextUp = len(b)
+				}
+			}
+			if nextUp < len(b) && (i < 0 || nextUp < i) {
+				i = nextUp
+			}
+		}
+		if i < 0 || len(b)-i < len(w) {
+			return false
+		}
+		if equalASCIIFold(b[i:i+len(w)], w) {
+			return true
+		}
+		at = i + 1
+	}
+	return false
+}
+
+func equalASCIIFold(b []byte, w string) bool {
+	for i := range len(w) {
+		x, y := b[i], w[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // jiraItems decodes a JSON payload (numbers kept as written) and returns
