@@ -61,7 +61,14 @@ UPDATE generations SET chunks = (SELECT count(*) FROM chunks c WHERE c.client = 
 	// tables of two columns replace the old ones on each client's first use).
 	`
 ALTER TABLE chunks ADD COLUMN title TEXT NOT NULL DEFAULT '';
-`}
+`,
+	// 4: no index by node key. Only DeleteByNode reads chunks by their
+	// node (nothing in the pipeline calls it; it reads the client's
+	// chunks instead), and the index took a page write of its own with
+	// nearly every chunk written, its key at random in it (BENCHMARKS.md,
+	// forty-sixth round).
+	`DROP INDEX chunks_node;`,
+}
 
 // Store holds every client's chunks.
 type Store struct {
@@ -490,7 +497,8 @@ func (x *index) DeleteBySource(ctx context.Context, sourceURN string) (int, erro
 	return x.deleteWhere(ctx, `source_urn = ?`, sourceURN)
 }
 
-// DeleteByNode implements rag.Index.
+// DeleteByNode implements rag.Index. It reads the client's chunks: no
+// index is kept by node key (migration 4).
 func (x *index) DeleteByNode(ctx context.Context, nodeKey string) (int, error) {
 	return x.deleteWhere(ctx, `node_key = ?`, nodeKey)
 }
