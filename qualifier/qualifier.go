@@ -200,10 +200,6 @@ const (
 	MaxBatch    = 256
 )
 
-// LiveWrites is how long after urgent work (a live document) was last
-// seen the qualifier's bulk writes stay short (Qualifier.ingest).
-const LiveWrites = 2 * time.Second
-
 // grown is how large a backlog makes batches of batch tasks.
 func grown(batch int) int {
 	if batch <= 1 {
@@ -435,7 +431,7 @@ func (q *Qualifier) HandleBatch(ctx context.Context, jobs []worker.Job[store.Tas
 
 // ingest ingests a batch's requests (plans' requests, the plans' starting
 // at from): in one write, or, while live documents come (urgent work
-// within LiveWrites), in writes of at most maxWrite requests, a plan's own
+// within urgency.Window), in writes of at most maxWrite requests, a plan's own
 // never cut. A data task carries its recorded links, so a batch asks for
 // more requests than it has tasks, and a live document's writes wait for
 // the bulk write in flight. On Jira (BENCHMARKS.md) writes of 32 requests
@@ -443,7 +439,7 @@ func (q *Qualifier) HandleBatch(ctx context.Context, jobs []worker.Job[store.Tas
 // live note's freshness p50 from 172–225 ms back to 134–156, and the bulk
 // alone from 314 to 259–280 documents/s: hence only while live ones come.
 func (q *Qualifier) ingest(ctx context.Context, reqs []kb.IngestRequest, from []int) ([]kb.IngestResult, []error) {
-	if !urgency.Recent(LiveWrites) {
+	if !urgency.Recent(urgency.Window) {
 		return q.cfg.KB.IngestBatch(ctx, reqs)
 	}
 	results, errs := make([]kb.IngestResult, 0, len(reqs)), make([]error, 0, len(reqs))
@@ -502,7 +498,7 @@ func (q *Qualifier) save(ctx context.Context, fs []finished) error {
 	}
 	// In parts while live documents come, as ingest writes.
 	part := len(mems)
-	if urgency.Recent(LiveWrites) {
+	if urgency.Recent(urgency.Window) {
 		part = q.maxWrite
 	}
 	for len(mems) > 0 {

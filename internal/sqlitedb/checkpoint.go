@@ -32,7 +32,7 @@ type checkpointer struct {
 	shm   string        // the WAL index (walIndex)
 	pages int64         // copy once this many pages wait, while live documents come
 	bulk  int64         // … and otherwise (walBulkPages)
-	live  time.Duration // how recent urgent work makes it live (walLiveWindow)
+	live  time.Duration // how recent urgent work makes it live (urgency.Window)
 	wake  chan struct{} // never closed: a commit racing stop still sends
 	quit  chan struct{}
 	done  chan struct{}
@@ -66,7 +66,7 @@ func startCheckpointer(path string, busy time.Duration, pages, bulk int64) (*che
 		return nil, err
 	}
 	conn.SetMaxOpenConns(1)
-	c := &checkpointer{conn: conn, shm: path + "-shm", pages: pages, bulk: bulk, live: walLiveWindow,
+	c := &checkpointer{conn: conn, shm: path + "-shm", pages: pages, bulk: bulk, live: urgency.Window,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c, nil

@@ -201,7 +201,7 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 // the next open replays.
 //
 // walBulkPages is the checkpointer's size while no live document came
-// within walLiveWindow (internal/urgency): a bulk import or reprocess.
+// within urgency.Window: a bulk import or reprocess.
 // Copying every 10,000 of its pages copied the same inner and tail pages
 // over and over (the checkpointers: 4 % of the Jira drain's CPU, 12 % at
 // 100,000 synthetic documents). With 40,000 (forty-fifth round,
@@ -211,7 +211,6 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 const (
 	walCheckpointPages = 10000
 	walBulkPages       = 40000
-	walLiveWindow      = 2 * time.Second
 	walSizeLimit       = 64 << 20
 )
 

@@ -27,6 +27,12 @@ func Of(ctx context.Context) bool {
 	return u
 }
 
+// Window is how long after urgent work was last marked the process counts
+// as serving live documents (Recent(Window)): the qualifier keeps its bulk
+// writes short, and the SQLite stores copy their WAL in small checkpoints,
+// so that a live document waits behind little.
+const Window = 2 * time.Second
+
 // Recent reports whether urgent work was marked (With) in this process
 // within d: bulk work may then keep its writes short, since urgent work
 // that comes waits for the write in flight.
