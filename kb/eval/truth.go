@@ -241,56 +241,26 @@ func spelled(raw []byte, names []string) bool {
 	return false
 }
 
-// containsASCIIFold reports whether b holds w (not empty) with ASCII
-// letters in any case.
+// containsASCIIFold reports whether b holds w (not empty, ASCII) in any
+// case: each place w's first letter starts, in either case, is compared.
 func containsASCIIFold(b []byte, w string) bool {
 	lo, up := w[0], w[0]
-	if 'a' <= lo|0x20 && lo|0x20 <= 'z' {
-		lo, up = lo|0x20, lo&^0x20
+	if c := w[0] | 0x20; 'a' <= c && c <= 'z' {
+		lo, up = c, c&^0x20
 	}
-	nextUp := -1 // up's next position in b, once looked for
-	for at := 0; len(b)-at >= len(w); {
-		i := bytes.IndexByte(b[at:], lo)
-		if i >= 0 {
-			i += at
-		}
-		if up != lo {
-			if nextUp < at {
-				if nextUp = bytes.IndexByte(b[at:], up); nextUp >= 0 {
-					nextUp += at
-				} else {
-					nextUp = len(b)
-				}
+	for _, first := range []byte{lo, up} { // a non-letter's twice: no harm
+		for at := 0; ; at++ {
+			i := bytes.IndexByte(b[at:], first)
+			if i < 0 || at+i+len(w) > len(b) {
+				break
 			}
-			if nextUp < len(b) && (i < 0 || nextUp < i) {
-				i = nextUp
+			at += i
+			if bytes.EqualFold(b[at:at+len(w)], []byte(w)) {
+				return true
 			}
 		}
-		if i < 0 || len(b)-i < len(w) {
-			return false
-		}
-		if equalASCIIFold(b[i:i+len(w)], w) {
-			return true
-		}
-		at = i + 1
 	}
 	return false
-}
-
-func equalASCIIFold(b []byte, w string) bool {
-	for i := range len(w) {
-		x, y := b[i], w[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // jiraItems decodes a JSON payload (numbers kept as written) and returns
