@@ -3,7 +3,9 @@ package sqlite
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -26,6 +28,14 @@ func (s *Store) PutIdentityFacts(ctx context.Context, client, source string, fac
 
 // PutIdentityFactSets implements store.Identities: the sets that change
 // something are written in one transaction.
+//
+// A source's facts are one row (identity_sources: the facts in key order,
+// encodeFacts), and each ref they name one row of identity_refs, by which
+// IdentityFactsOf finds them. A row a fact, with an index by ref, was two
+// B-tree entries of about 200 bytes for each fact, and a mail names about
+// a dozen people (17 facts a message on the dev mailing list): those rows
+// were a tenth of the list's pipeline CPU, and the pipeline store's writer
+// waited behind them (BENCHMARKS.md, forty-seventh round).
 func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFactSet) error {
 	type change struct {
 		client, source string
@@ -41,12 +51,12 @@ func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFa
 	}
 	had := map[[2]string][]store.IdentityFact{} // what each client's source says now: one read per client
 	for client, srcs := range sources {
-		facts, err := s.factsWhere(ctx, `client = ? AND source IN (SELECT value FROM json_each(?))`, client, sqlitedb.JSONList(srcs))
+		err := s.eachSourceWhere(ctx, s.db.Reads(), func(source string, facts []store.IdentityFact) error {
+			had[[2]string{client, source}] = facts
+			return nil
+		}, `client = ? AND source IN (SELECT value FROM json_each(?))`, client, sqlitedb.JSONList(srcs))
 		if err != nil {
 			return err
-		}
-		for _, f := range facts {
-			had[[2]string{client, f.Source}] = append(had[[2]string{client, f.Source}], f)
 		}
 	}
 	for _, set := range sets {
@@ -65,15 +75,40 @@ func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFa
 	return s.db.Write(ctx, "put identity facts", func(tx sqlitedb.Tx) error {
 		bumped := map[string]bool{}
 		for _, c := range changes {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM identity_facts WHERE client = ? AND source = ?`, c.client, c.source); err != nil {
+			// What the source says as of this transaction (the read above
+			// was outside it), for the refs it no longer names.
+			var before []store.IdentityFact
+			err := s.eachSourceWhere(ctx, tx, func(_ string, facts []store.IdentityFact) error {
+				before = facts
+				return nil
+			}, `client = ? AND source = ?`, c.client, c.source)
+			if err != nil {
 				return err
 			}
-			for _, f := range c.want {
-				if _, err := tx.ExecContext(ctx, `INSERT INTO identity_facts (client, source, ref, kind, value, evidence, seen, updated_at)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-					c.client, c.source, f.Ref, f.Kind, f.Value, f.Evidence, sqlitedb.Micros(f.Seen), now); err != nil {
+			refs := factRefs(c.want)
+			for ref := range factRefs(before) {
+				if refs[ref] {
+					delete(refs, ref) // named before and now: its row stays
+					continue
+				}
+				if _, err := tx.ExecContext(ctx, `DELETE FROM identity_refs WHERE client = ? AND ref = ? AND source = ?`, c.client, ref, c.source); err != nil {
 					return err
 				}
+			}
+			for ref := range refs {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO identity_refs (client, ref, source) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, c.client, ref, c.source); err != nil {
+					return err
+				}
+			}
+			if len(c.want) == 0 {
+				_, err = tx.ExecContext(ctx, `DELETE FROM identity_sources WHERE client = ? AND source = ?`, c.client, c.source)
+			} else {
+				_, err = tx.ExecContext(ctx, `INSERT INTO identity_sources (client, source, facts, updated_at) VALUES (?, ?, ?, ?)
+					ON CONFLICT (client, source) DO UPDATE SET facts = excluded.facts, updated_at = excluded.updated_at`,
+					c.client, c.source, encodeFacts(c.want), now)
+			}
+			if err != nil {
+				return err
 			}
 			if !bumped[c.client] {
 				bumped[c.client] = true
@@ -86,56 +121,133 @@ func (s *Store) PutIdentityFactSets(ctx context.Context, sets []store.IdentityFa
 	})
 }
 
-func (s *Store) factsWhere(ctx context.Context, where string, args ...any) ([]store.IdentityFact, error) {
-	var out []store.IdentityFact
-	err := s.eachFactWhere(ctx, func(f store.IdentityFact) error {
-		out = append(out, f)
-		return nil
-	}, where, args...)
-	return out, err
+// factRefs are the refs facts name.
+func factRefs(facts []store.IdentityFact) map[string]bool {
+	refs := make(map[string]bool, len(facts))
+	for _, f := range facts {
+		refs[f.Ref] = true
+	}
+	return refs
 }
 
-// eachFactWhere calls fn with each fact matching where, in CompareFacts
-// order (the primary key's, after the client).
-func (s *Store) eachFactWhere(ctx context.Context, fn func(store.IdentityFact) error, where string, args ...any) error {
-	rows, err := s.db.Query(ctx, `SELECT source, ref, kind, value, evidence, seen FROM identity_facts WHERE `+where+
-		` ORDER BY source, ref, kind, value`, args...)
+// factFields is how many strings encodeFacts writes a fact as.
+const factFields = 5
+
+// encodeFacts writes one source's facts (prepared: in key order) as a
+// JSON array of strings, factFields for each — ref, kind, value, evidence
+// and when it was seen (Unix microseconds, in decimal) —, every byte kept
+// as it is (sqlitedb.JSONList).
+func encodeFacts(facts []store.IdentityFact) string {
+	flat := make([]string, 0, factFields*len(facts))
+	for _, f := range facts {
+		flat = append(flat, f.Ref, f.Kind, f.Value, f.Evidence, strconv.FormatInt(sqlitedb.Micros(f.Seen), 10))
+	}
+	return sqlitedb.JSONList(flat)
+}
+
+// decodeFacts reads back what encodeFacts wrote for source.
+func decodeFacts(source, s string) ([]store.IdentityFact, error) {
+	flat, err := sqlitedb.DecodeJSONList(s)
+	if err != nil || len(flat)%factFields != 0 {
+		return nil, fmt.Errorf("identity facts of %s: not %d strings a fact: %v", source, factFields, err)
+	}
+	facts := make([]store.IdentityFact, 0, len(flat)/factFields)
+	for i := 0; i < len(flat); i += factFields {
+		seen, err := strconv.ParseInt(flat[i+4], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("identity facts of %s: seen: %w", source, err)
+		}
+		facts = append(facts, store.IdentityFact{Source: source, Ref: flat[i], Kind: flat[i+1], Value: flat[i+2], Evidence: flat[i+3], Seen: sqlitedb.Time(seen)})
+	}
+	return facts, nil
+}
+
+// querier is what eachSourceWhere reads through: the read pool or a write
+// transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// eachSourceWhere calls fn with the facts of each source matching where,
+// by source (byte order), each source's facts in key order: CompareFacts
+// order, after the client.
+func (s *Store) eachSourceWhere(ctx context.Context, q querier, fn func(source string, facts []store.IdentityFact) error, where string, args ...any) error {
+	rows, err := q.QueryContext(ctx, `SELECT source, facts FROM identity_sources WHERE `+where+` ORDER BY source`, args...)
 	if err != nil {
 		return s.db.Explain("list identity facts", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var f store.IdentityFact
-		var seen int64
-		if err := rows.Scan(&f.Source, &f.Ref, &f.Kind, &f.Value, &f.Evidence, &seen); err != nil {
+		var source, encoded string
+		if err := rows.Scan(&source, &encoded); err != nil {
 			return err
 		}
-		f.Seen = sqlitedb.Time(seen)
-		if err := fn(f); err != nil {
+		facts, err := decodeFacts(source, encoded)
+		if err != nil {
+			return err
+		}
+		if err := fn(source, facts); err != nil {
 			return err
 		}
 	}
 	return rows.Err()
 }
 
-// IdentityFactsOf implements store.Identities.
+// eachFactWhere calls fn with each fact of the sources matching where
+// whose ref keep takes (nil: every fact), in CompareFacts order.
+func (s *Store) eachFactWhere(ctx context.Context, keep map[string]bool, fn func(store.IdentityFact) error, where string, args ...any) error {
+	return s.eachSourceWhere(ctx, s.db.Reads(), func(_ string, facts []store.IdentityFact) error {
+		for _, f := range facts {
+			if keep != nil && !keep[f.Ref] {
+				continue
+			}
+			if err := fn(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, where, args...)
+}
+
+// errEnough stops a read that has what it wanted.
+var errEnough = errors.New("enough")
+
+// IdentityFactsOf implements store.Identities: the sources that name one of
+// refs, by identity_refs, and their facts about refs.
 func (s *Store) IdentityFactsOf(ctx context.Context, client string, refs []string, limit int) ([]store.IdentityFact, error) {
-	facts, err := s.factsWhere(ctx, `client = ? AND ref IN (SELECT value FROM json_each(?))`, client, sqlitedb.JSONList(refs))
-	if len(facts) > limit {
-		facts = facts[:limit]
+	keep := map[string]bool{}
+	for _, r := range refs {
+		keep[r] = true
 	}
-	return facts, err
+	var out []store.IdentityFact
+	err := s.eachFactWhere(ctx, keep, func(f store.IdentityFact) error {
+		if len(out) >= limit {
+			return errEnough
+		}
+		out = append(out, f)
+		return nil
+	}, `client = ? AND source IN (SELECT source FROM identity_refs WHERE client = ? AND ref IN (SELECT value FROM json_each(?)))`,
+		client, client, sqlitedb.JSONList(refs))
+	if errors.Is(err, errEnough) {
+		err = nil
+	}
+	return out, err
 }
 
 // ListIdentityFacts implements store.Identities.
 func (s *Store) ListIdentityFacts(ctx context.Context, client string) ([]store.IdentityFact, error) {
-	return s.factsWhere(ctx, `client = ?`, client)
+	var out []store.IdentityFact
+	err := s.eachFactWhere(ctx, nil, func(f store.IdentityFact) error {
+		out = append(out, f)
+		return nil
+	}, `client = ?`, client)
+	return out, err
 }
 
 // EachIdentityFact implements store.Identities: the facts are read from a
-// cursor as fn takes them.
+// cursor, a source at a time, as fn takes them.
 func (s *Store) EachIdentityFact(ctx context.Context, client string, fn func(store.IdentityFact) error) error {
-	return s.eachFactWhere(ctx, fn, `client = ?`, client)
+	return s.eachFactWhere(ctx, nil, fn, `client = ?`, client)
 }
 
 // pair orders a decision's two refs, so that (a, b) and (b, a) are one.

@@ -231,4 +231,29 @@ DROP INDEX events_aggregate;
 CREATE INDEX events_origin ON events (aggregate, origin, seq);
 CREATE INDEX events_aggregate ON events (aggregate_id, seq) WHERE origin IS NULL;
 `,
+	// 14: a source's identity facts in one row (identity_sources, the
+	// facts as encodeFacts writes them) and the refs they name in
+	// identity_refs, instead of a row a fact indexed by ref
+	// (PutIdentityFactSets).
+	`
+CREATE TABLE identity_sources (
+	client     TEXT NOT NULL,
+	source     TEXT NOT NULL,
+	facts      TEXT NOT NULL,
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (client, source)
+) STRICT;
+CREATE TABLE identity_refs (
+	client TEXT NOT NULL,
+	ref    TEXT NOT NULL,
+	source TEXT NOT NULL,
+	PRIMARY KEY (client, ref, source)
+) STRICT, WITHOUT ROWID;
+INSERT INTO identity_sources (client, source, facts, updated_at)
+	SELECT client, source, json_group_array(field.value ORDER BY f.ref, f.kind, f.value, field.key), max(f.updated_at)
+	FROM identity_facts f, json_each(json_array(f.ref, f.kind, f.value, f.evidence, CAST(f.seen AS TEXT))) field
+	GROUP BY client, source;
+INSERT INTO identity_refs (client, ref, source) SELECT DISTINCT client, ref, source FROM identity_facts;
+DROP TABLE identity_facts;
+`,
 }

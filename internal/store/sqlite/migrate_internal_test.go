@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,7 @@ func TestEventsGetTheirOrigins(t *testing.T) {
 	}
 	// Back to the schema of migration 12.
 	err = s.db.Write(ctx, "schema 12", func(tx sqlitedb.Tx) error {
-		_, err := tx.ExecContext(ctx, `DROP INDEX events_origin; DROP INDEX events_aggregate; ALTER TABLE events DROP COLUMN origin;
+		_, err := tx.ExecContext(ctx, undo14+`DROP INDEX events_origin; DROP INDEX events_aggregate; ALTER TABLE events DROP COLUMN origin;
 			CREATE INDEX events_aggregate ON events (aggregate_id, seq); PRAGMA user_version = 12;`)
 		return err
 	})
@@ -143,5 +144,81 @@ func TestEventsGetTheirOrigins(t *testing.T) {
 		if got := types(id); got != want {
 			t.Errorf("events of %s: %q, want %q", id, got, want)
 		}
+	}
+}
+
+// undo14 takes a store back to its identity facts' schema before
+// migration 14 (their rows empty).
+const undo14 = `DROP TABLE identity_sources; DROP TABLE identity_refs;
+CREATE TABLE identity_facts (client TEXT NOT NULL, source TEXT NOT NULL, ref TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,
+	evidence TEXT NOT NULL, seen INTEGER NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (client, source, ref, kind, value)) STRICT, WITHOUT ROWID;
+CREATE INDEX identity_facts_ref ON identity_facts (client, ref);`
+
+// A store written before migration 14 keeps every identity fact when a
+// source's facts move into one row: listed in the same order, with the same
+// evidence (bytes that are not UTF-8 included) and times, found by ref, and
+// replaced as before.
+func TestIdentityFactsMoveToSourceRows(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), FileName)
+	old, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: migrations[:13]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := time.Date(2026, 3, 1, 8, 0, 0, 123456000, time.UTC)
+	var want []store.IdentityFact
+	for i, src := range []string{"jira:ops-2", "email:<a@b>", "jira:ops-1"} {
+		want = append(want,
+			store.IdentityFact{Source: src, Ref: "person:zed", Kind: store.FactName, Value: "zed", Evidence: "From: Zed \"Z\" \xff\x01 <zed@x.test>", Seen: seen.Add(time.Duration(i) * time.Hour)},
+			store.IdentityFact{Source: src, Ref: "person:ann", Kind: store.FactEmail, Value: "ann@x.test", Evidence: "To: ann@x.test", Seen: seen},
+			store.IdentityFact{Source: src, Ref: "person:ann", Kind: store.FactAccount, Value: "jira:ann", Evidence: "Assignee: ann", Seen: seen})
+	}
+	err = old.Write(ctx, "old facts", func(tx sqlitedb.Tx) error {
+		for _, f := range want {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO identity_facts (client, source, ref, kind, value, evidence, seen, updated_at) VALUES ('acme', ?, ?, ?, ?, ?, ?, 1)`,
+				f.Source, f.Ref, f.Kind, f.Value, f.Evidence, sqlitedb.Micros(f.Seen)); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO identity_facts (client, source, ref, kind, value, evidence, seen, updated_at) VALUES ('globex', 'jira:ops-1', 'person:bob', 'name', 'bob', 'x', 1, 1)`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	slices.SortFunc(want, store.CompareFacts)
+	got, err := s.ListIdentityFacts(ctx, "acme")
+	if err != nil || !store.SameFacts(got, want) {
+		t.Fatalf("after the migration (%v):\n%+v\nwant\n%+v", err, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("fact %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if zed, err := s.IdentityFactsOf(ctx, "acme", []string{"person:zed"}, 10); err != nil || len(zed) != 3 || zed[0].Source != "email:<a@b>" || zed[2].Evidence != want[8].Evidence {
+		t.Fatalf("facts of person:zed: %+v (%v)", zed, err)
+	}
+	if bob, err := s.IdentityFactsOf(ctx, "globex", []string{"person:bob"}, 10); err != nil || len(bob) != 1 || bob[0].Seen != sqlitedb.Time(1) {
+		t.Fatalf("globex's facts of person:bob: %+v (%v)", bob, err)
+	}
+	// A source that stops naming a ref is no longer found by it.
+	if err := s.PutIdentityFacts(ctx, "acme", "jira:ops-1", []store.IdentityFact{want[3]}); err != nil {
+		t.Fatal(err)
+	}
+	if zed, err := s.IdentityFactsOf(ctx, "acme", []string{"person:zed"}, 10); err != nil || len(zed) != 2 {
+		t.Fatalf("facts of person:zed after jira:ops-1 dropped it: %+v (%v)", zed, err)
+	}
+	if _, err := s.db.Query(ctx, `SELECT 1 FROM identity_facts`); err == nil || !strings.Contains(err.Error(), "no such table") {
+		t.Fatalf("the fact rows are still there: %v", err)
 	}
 }

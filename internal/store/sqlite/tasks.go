@@ -57,9 +57,7 @@ func scanTask(row scanner) (store.Task, error) {
 	return t, err
 }
 
-func queryTasks(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, query string, args ...any) ([]store.Task, error) {
+func queryTasks(ctx context.Context, q querier, query string, args ...any) ([]store.Task, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
