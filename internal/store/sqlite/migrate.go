@@ -256,4 +256,12 @@ INSERT INTO identity_sources (client, source, facts, updated_at)
 INSERT INTO identity_refs (client, ref, source) SELECT DISTINCT client, ref, source FROM identity_facts;
 DROP TABLE identity_facts;
 `,
+	// 15: no index of tasks or documents by (client, state): no query
+	// plan used them (a client's listing filtered by state walks
+	// tasks_list or documents_list for its order), and every claim and
+	// transition moved an entry in each.
+	`
+DROP INDEX tasks_client;
+DROP INDEX documents_client;
+`,
 }

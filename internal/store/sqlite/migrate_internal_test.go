@@ -97,7 +97,7 @@ func TestEventsGetTheirOrigins(t *testing.T) {
 	}
 	// Back to the schema of migration 12.
 	err = s.db.Write(ctx, "schema 12", func(tx sqlitedb.Tx) error {
-		_, err := tx.ExecContext(ctx, undo14+`DROP INDEX events_origin; DROP INDEX events_aggregate; ALTER TABLE events DROP COLUMN origin;
+		_, err := tx.ExecContext(ctx, undo15+undo14+`DROP INDEX events_origin; DROP INDEX events_aggregate; ALTER TABLE events DROP COLUMN origin;
 			CREATE INDEX events_aggregate ON events (aggregate_id, seq); PRAGMA user_version = 12;`)
 		return err
 	})
@@ -146,6 +146,9 @@ func TestEventsGetTheirOrigins(t *testing.T) {
 		}
 	}
 }
+
+// undo15 brings back the indexes migration 15 drops.
+const undo15 = `CREATE INDEX tasks_client ON tasks (client, state); CREATE INDEX documents_client ON documents (client, state);`
 
 // undo14 takes a store back to its identity facts' schema before
 // migration 14 (their rows empty).
