@@ -133,6 +133,11 @@ DROP INDEX edge_evidence_chunk;`,
 	canonical TEXT NOT NULL,
 	PRIMARY KEY (client, alias)
 ) STRICT, WITHOUT ROWID;`,
+	// 7: an edge's first evidence chunk in its own row (putEdge): nearly
+	// every edge has one, and its edge_evidence row was a random-keyed
+	// B-tree entry of its own. NULL: the edge's evidence is all in
+	// edge_evidence, as every edge written before this had it.
+	`ALTER TABLE edges ADD COLUMN chunk TEXT;`,
 }
 
 // Store holds every client's graph in one database.
@@ -217,15 +222,54 @@ func (g *clientGraph) UpsertNodes(ctx context.Context, nodes ...graph.Node) erro
 	})
 }
 
-// upsertEdge creates an edge or merges into the one of its key: props
-// overlaid, the higher confidence (with its origin) kept, first and last
-// seen widened. Evidence rows are written apart.
-const upsertEdge = `INSERT INTO edges (client, key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (client, key) DO UPDATE SET props = json_patch(edges.props, excluded.props),
-		origin = CASE WHEN excluded.confidence > edges.confidence THEN excluded.origin ELSE edges.origin END,
-		confidence = max(edges.confidence, excluded.confidence),
-		first_seen = min(edges.first_seen, excluded.first_seen), last_seen = max(edges.last_seen, excluded.last_seen)`
+// insertEdge writes an edge that is not there yet, and updateEdge merges
+// one into the edge that is: props patched, the higher confidence with its
+// origin, the wider span of sightings; the row's evidence chunk kept, or
+// set when it has none.
+const (
+	insertEdge = `INSERT INTO edges (client, key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen, chunk)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client, key) DO NOTHING`
+	updateEdge = `UPDATE edges SET props = json_patch(props, ?2), origin = CASE WHEN ?3 > confidence THEN ?4 ELSE origin END,
+	confidence = max(confidence, ?3), first_seen = min(first_seen, ?5), last_seen = max(last_seen, ?6), chunk = coalesce(chunk, ?7)
+	WHERE client = ?8 AND key = ?1`
+)
+
+// putEdge upserts e (in tx) with its evidence. An edge's evidence is the
+// chunk its row holds and its edge_evidence rows: a new edge's first chunk
+// goes in its row, the others in rows; an edge already there gets rows for
+// every chunk but the one its row holds. On the dev mailing list an
+// edge_evidence row for each of its 14 edges a message cost 8–10 % of the
+// throughput (BENCHMARKS.md, forty-seventh round). Two statements, not an
+// upsert with RETURNING: that cost more than the row it saved.
+func (g *clientGraph) putEdge(ctx context.Context, tx sqlitedb.Tx, e graph.Edge, props string, first, last int64) error {
+	key := e.Key()
+	var chunk any // none: ValidateEdge refuses it, but an edge MergeNode moves is as stored
+	if len(e.EvidenceChunkIDs) > 0 {
+		chunk = e.EvidenceChunkIDs[0]
+	}
+	res, err := tx.ExecContext(ctx, insertEdge, g.client, key, e.Type, e.From, e.To, props, e.Confidence, e.Origin, first, last, chunk)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 1 {
+		if len(e.EvidenceChunkIDs) == 0 {
+			return nil
+		}
+		head := e.EvidenceChunkIDs[0]
+		return g.link(ctx, tx, "edge_evidence", "edge_key", key, slices.DeleteFunc(slices.Clone(e.EvidenceChunkIDs), func(c string) bool { return c == head }))
+	}
+	if _, err := tx.ExecContext(ctx, updateEdge, key, props, e.Confidence, e.Origin, first, last, chunk, g.client); err != nil {
+		return err
+	}
+	if len(e.EvidenceChunkIDs) == 0 {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO edge_evidence (client, edge_key, chunk_id) SELECT ?1, ?2, value FROM json_each(?3)
+		WHERE value IS NOT (SELECT chunk FROM edges WHERE client = ?1 AND key = ?2) ON CONFLICT DO NOTHING`, g.client, key, sqlitedb.JSONList(e.EvidenceChunkIDs))
+	return err
+}
 
 // UpsertEdges implements graph.Graph.
 func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) error {
@@ -265,11 +309,7 @@ func (g *clientGraph) UpsertEdges(ctx context.Context, edges ...graph.Edge) erro
 			if err != nil {
 				return fmt.Errorf("%w: edge %s props: %v", graph.ErrInvalid, e.Key(), err)
 			}
-			key := e.Key()
-			if _, err := tx.ExecContext(ctx, upsertEdge, g.client, key, e.Type, e.From, e.To, props, e.Confidence, e.Origin, seen(e.FirstSeen, now), seen(e.LastSeen, now)); err != nil {
-				return err
-			}
-			if err := g.link(ctx, tx, "edge_evidence", "edge_key", key, e.EvidenceChunkIDs); err != nil {
+			if err := g.putEdge(ctx, tx, e, props, seen(e.FirstSeen, now), seen(e.LastSeen, now)); err != nil {
 				return err
 			}
 		}
@@ -390,7 +430,8 @@ func (g *clientGraph) Node(ctx context.Context, key string) (graph.Node, error) 
 // the table clause, so callers can pin an index.
 func (g *clientGraph) edges(ctx context.Context, q querier, from, where string, args ...any) ([]graph.Edge, error) {
 	rows, err := q.QueryContext(ctx, `SELECT key, type, from_key, to_key, props, confidence, origin, first_seen, last_seen,
-		(SELECT json_group_array(chunk_id) FROM (SELECT chunk_id FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key ORDER BY chunk_id))
+		(SELECT json_group_array(chunk_id) FROM (SELECT edges.chunk AS chunk_id WHERE edges.chunk IS NOT NULL
+			UNION SELECT chunk_id FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key ORDER BY chunk_id))
 		FROM `+from+` WHERE client = ? AND `+where, append([]any{g.client}, args...)...)
 	if err != nil {
 		return nil, g.db.Explain("get edges", err)
@@ -638,13 +679,20 @@ func (g *clientGraph) RemoveEvidence(ctx context.Context, held []graph.Held) (gr
 		if err != nil {
 			return err
 		}
+		inline, err := unlinkInline(ctx, tx, g.client, edgeLinks)
+		if err != nil {
+			return err
+		}
+		edgeKeys = append(edgeKeys, inline...)
+		slices.Sort(edgeKeys)
+		edgeKeys = slices.Compact(edgeKeys)
 		nodeKeys, err := unlink(ctx, tx, "node_chunks", "key", g.client, nodeLinks)
 		if err != nil {
 			return err
 		}
 		// Edges left without evidence go, and their endpoints may be orphans.
 		rows, err := tx.QueryContext(ctx, `SELECT key, type, from_key, to_key FROM edges WHERE client = ? AND key IN (SELECT value FROM json_each(?))
-			AND NOT EXISTS (SELECT 1 FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key)`, g.client, sqlitedb.JSONList(edgeKeys))
+			AND chunk IS NULL AND NOT EXISTS (SELECT 1 FROM edge_evidence v WHERE v.client = edges.client AND v.edge_key = edges.key)`, g.client, sqlitedb.JSONList(edgeKeys))
 		if err != nil {
 			return err
 		}
@@ -792,8 +840,29 @@ func unlink(ctx context.Context, tx sqlitedb.Tx, table, keyColumn, client string
 	if len(links) == 0 {
 		return nil, nil
 	}
-	// An array of [key, chunk ID] pairs, each as sqlitedb.JSONList writes
-	// it: every byte of a key kept (encoding/json would not).
+	keys, err := column(ctx, tx, `DELETE FROM `+table+` WHERE client = ? AND (`+keyColumn+`, chunk_id) IN
+		(SELECT value ->> 0, value ->> 1 FROM json_each(?)) RETURNING `+keyColumn, client, pairList(links))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
+}
+
+// unlinkInline clears the chunk an edge's row holds where links (edge key,
+// chunk ID, flattened) name it, and returns those edges' keys.
+func unlinkInline(ctx context.Context, tx sqlitedb.Tx, client string, links []string) ([]string, error) {
+	if len(links) == 0 {
+		return nil, nil
+	}
+	return column(ctx, tx, `UPDATE edges SET chunk = NULL WHERE client = ? AND (key, chunk) IN
+		(SELECT value ->> 0, value ->> 1 FROM json_each(?)) RETURNING key`, client, pairList(links))
+}
+
+// pairList is links (key, chunk ID, flattened) as a JSON array of [key,
+// chunk ID] pairs, each as sqlitedb.JSONList writes it: every byte of a key
+// kept (encoding/json would not).
+func pairList(links []string) string {
 	var list strings.Builder
 	list.WriteByte('[')
 	for i := 0; i < len(links); i += 2 {
@@ -803,13 +872,7 @@ func unlink(ctx context.Context, tx sqlitedb.Tx, table, keyColumn, client string
 		list.WriteString(sqlitedb.JSONList(links[i : i+2]))
 	}
 	list.WriteByte(']')
-	keys, err := column(ctx, tx, `DELETE FROM `+table+` WHERE client = ? AND (`+keyColumn+`, chunk_id) IN
-		(SELECT value ->> 0, value ->> 1 FROM json_each(?)) RETURNING `+keyColumn, client, list.String())
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(keys)
-	return slices.Compact(keys), nil
+	return list.String()
 }
 
 func column(ctx context.Context, q querier, query string, args ...any) ([]string, error) {
@@ -919,12 +982,7 @@ func (g *clientGraph) MergeNode(ctx context.Context, alias, canonical string) (g
 				if err != nil {
 					return err
 				}
-				if _, err := tx.ExecContext(ctx, upsertEdge, g.client, ne.Key(), ne.Type, ne.From, ne.To, props, ne.Confidence, ne.Origin,
-					sqlitedb.Micros(ne.FirstSeen), sqlitedb.Micros(ne.LastSeen)); err != nil {
-					return err
-				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO edge_evidence (client, edge_key, chunk_id) SELECT client, ?, chunk_id FROM edge_evidence
-					WHERE client = ? AND edge_key = ? ON CONFLICT DO NOTHING`, ne.Key(), g.client, e.Key()); err != nil {
+				if err := g.putEdge(ctx, tx, ne, props, sqlitedb.Micros(ne.FirstSeen), sqlitedb.Micros(ne.LastSeen)); err != nil {
 					return err
 				}
 			}
