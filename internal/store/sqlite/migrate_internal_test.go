@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jervis-dev/jervis/internal/sqlitedb"
+	"github.com/jervis-dev/jervis/internal/sqlitedb/sqlitedbtest"
 	"github.com/jervis-dev/jervis/internal/store"
 )
 
@@ -17,13 +19,8 @@ import (
 // claimed and read as before.
 func TestContentMovesOutOfTheStateRows(t *testing.T) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), FileName)
-	old, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: migrations[:9]})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := sqlitedb.Micros(time.Now())
-	err = old.Write(ctx, "old rows", func(tx sqlitedb.Tx) error {
+	path := sqlitedbtest.WrittenBefore(t, FileName, migrations[:9], func(ctx context.Context, tx sqlitedb.Tx) error {
 		for i, id := range []string{"d1", "d2"} {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO documents (id, client, source_type, external_id, version, content_hash, raw, normalized,
 				observed_at, state, max_attempts, updated_at, priority) VALUES (?, 'acme', 'EMAIL', ?, 1, 'h', ?, ?, ?, 'NEW', 5, ?, 0)`,
@@ -33,12 +30,6 @@ func TestContentMovesOutOfTheStateRows(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Close(); err != nil {
-		t.Fatal(err)
-	}
 
 	s, err := Open(ctx, Options{Path: path})
 	if err != nil {
@@ -163,11 +154,6 @@ CREATE INDEX identity_facts_ref ON identity_facts (client, ref);`
 // replaced as before.
 func TestIdentityFactsMoveToSourceRows(t *testing.T) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), FileName)
-	old, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: migrations[:13]})
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := time.Date(2026, 3, 1, 8, 0, 0, 123456000, time.UTC)
 	var want []store.IdentityFact
 	for i, src := range []string{"jira:ops-2", "email:<a@b>", "jira:ops-1"} {
@@ -176,7 +162,7 @@ func TestIdentityFactsMoveToSourceRows(t *testing.T) {
 			store.IdentityFact{Source: src, Ref: "person:ann", Kind: store.FactEmail, Value: "ann@x.test", Evidence: "To: ann@x.test", Seen: seen},
 			store.IdentityFact{Source: src, Ref: "person:ann", Kind: store.FactAccount, Value: "jira:ann", Evidence: "Assignee: ann", Seen: seen})
 	}
-	err = old.Write(ctx, "old facts", func(tx sqlitedb.Tx) error {
+	path := sqlitedbtest.WrittenBefore(t, FileName, migrations[:13], func(ctx context.Context, tx sqlitedb.Tx) error {
 		for _, f := range want {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO identity_facts (client, source, ref, kind, value, evidence, seen, updated_at) VALUES ('acme', ?, ?, ?, ?, ?, ?, 1)`,
 				f.Source, f.Ref, f.Kind, f.Value, f.Evidence, sqlitedb.Micros(f.Seen)); err != nil {
@@ -186,12 +172,6 @@ func TestIdentityFactsMoveToSourceRows(t *testing.T) {
 		_, err := tx.ExecContext(ctx, `INSERT INTO identity_facts (client, source, ref, kind, value, evidence, seen, updated_at) VALUES ('globex', 'jira:ops-1', 'person:bob', 'name', 'bob', 'x', 1, 1)`)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Close(); err != nil {
-		t.Fatal(err)
-	}
 
 	s, err := Open(ctx, Options{Path: path})
 	if err != nil {

@@ -3,12 +3,11 @@ package sqlite
 import (
 	"database/sql"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/jervis-dev/jervis/internal/sqlitedb"
+	"github.com/jervis-dev/jervis/internal/sqlitedb/sqlitedbtest"
 	"github.com/jervis-dev/jervis/kb/graph"
 )
 
@@ -19,29 +18,13 @@ import (
 func TestRowidMigrationKeepsTheGraph(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), FileName)
-	old, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: migrations[:2]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = old.Write(ctx, "old graph", func(tx sqlitedb.Tx) error {
-		for _, q := range []string{
-			`INSERT INTO nodes VALUES ('acme', 'person:ann', 'person', '{"name":"Ann"}', 10, 20), ('acme', 'jira:x-1', 'jira', '{}', 10, 10),
-				('other', 'person:ann', 'person', '{"name":"Other Ann"}', 5, 5)`,
-			`INSERT INTO edges VALUES ('acme', 'assigned_to::jira:x-1->person:ann', 'assigned_to', 'jira:x-1', 'person:ann', '{"since":"2015"}', 0.95, 'metadata', 10, 10)`,
-			`INSERT INTO edge_evidence VALUES ('acme', 'assigned_to::jira:x-1->person:ann', 'c1')`,
-			`INSERT INTO node_chunks VALUES ('acme', 'jira:x-1', 'c1')`,
-		} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old.Close()
+	path := sqlitedbtest.WrittenBefore(t, FileName, migrations[:2], sqlitedbtest.Exec(
+		`INSERT INTO nodes VALUES ('acme', 'person:ann', 'person', '{"name":"Ann"}', 10, 20), ('acme', 'jira:x-1', 'jira', '{}', 10, 10),
+			('other', 'person:ann', 'person', '{"name":"Other Ann"}', 5, 5)`,
+		`INSERT INTO edges VALUES ('acme', 'assigned_to::jira:x-1->person:ann', 'assigned_to', 'jira:x-1', 'person:ann', '{"since":"2015"}', 0.95, 'metadata', 10, 10)`,
+		`INSERT INTO edge_evidence VALUES ('acme', 'assigned_to::jira:x-1->person:ann', 'c1')`,
+		`INSERT INTO node_chunks VALUES ('acme', 'jira:x-1', 'c1')`,
+	))
 
 	s, err := Open(ctx, path)
 	if err != nil {
@@ -107,28 +90,12 @@ func TestRowidMigrationKeepsTheGraph(t *testing.T) {
 func TestEvidenceInTheEdgeRowAndItsRows(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), FileName)
-	old, err := sqlitedb.Open(ctx, sqlitedb.Options{Path: path, Migrations: migrations[:6]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = old.Write(ctx, "old graph", func(tx sqlitedb.Tx) error {
-		for _, q := range []string{
-			`INSERT INTO nodes (client, key, type, first_seen, last_seen) VALUES ('acme', 'jira:x-1', 'jira', 10, 10), ('acme', 'person:ann', 'person', 10, 10)`,
-			`INSERT INTO edges (client, key, type, from_key, to_key, confidence, origin, first_seen, last_seen)
-				VALUES ('acme', 'assigned_to::jira:x-1->person:ann', 'assigned_to', 'jira:x-1', 'person:ann', 0.9, 'metadata', 10, 10)`,
-			`INSERT INTO edge_evidence VALUES ('acme', 'assigned_to::jira:x-1->person:ann', 'c1')`,
-		} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	old.Close()
+	path := sqlitedbtest.WrittenBefore(t, FileName, migrations[:6], sqlitedbtest.Exec(
+		`INSERT INTO nodes (client, key, type, first_seen, last_seen) VALUES ('acme', 'jira:x-1', 'jira', 10, 10), ('acme', 'person:ann', 'person', 10, 10)`,
+		`INSERT INTO edges (client, key, type, from_key, to_key, confidence, origin, first_seen, last_seen)
+			VALUES ('acme', 'assigned_to::jira:x-1->person:ann', 'assigned_to', 'jira:x-1', 'person:ann', 0.9, 'metadata', 10, 10)`,
+		`INSERT INTO edge_evidence VALUES ('acme', 'assigned_to::jira:x-1->person:ann', 'c1')`,
+	))
 
 	s, err := Open(ctx, path)
 	if err != nil {
