@@ -247,18 +247,26 @@ func (x *index) Upsert(ctx context.Context, chunks ...rag.Chunk) error {
 		for i, c := range chunks {
 			refs := sqlitedb.JSONList(c.GraphRefs)
 			// A new chunk (a first ingest: nearly all of them) is inserted
-			// at once; one the client has is read and updated.
-			var seq int64
-			err := tx.QueryRowContext(ctx, `INSERT INTO chunks (client, id, text, title, graph_refs, source_urn, source_type, kind, node_key, ts, vector)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client, id) DO NOTHING RETURNING seq`, x.client, c.ID, c.Text, c.Title, refs, c.SourceURN, c.SourceType, c.Kind, c.NodeKey,
-				sqlitedb.Micros(c.Timestamp), encode(normalized[i])).Scan(&seq)
-			switch {
-			case err == nil:
-				seqs[i], changed[i] = seq, true
+			// at once; one the client has is read and updated. Its seq is
+			// the insert's rowid: with RETURNING seq, SQLite buffered the
+			// row and database/sql built a result set for each chunk, a
+			// third of the upsert's CPU on the dev mailing list
+			// (BENCHMARKS.md, forty-eighth round).
+			res, err := tx.ExecContext(ctx, `INSERT INTO chunks (client, id, text, title, graph_refs, source_urn, source_type, kind, node_key, ts, vector)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (client, id) DO NOTHING`, x.client, c.ID, c.Text, c.Title, refs, c.SourceURN, c.SourceType, c.Kind, c.NodeKey,
+				sqlitedb.Micros(c.Timestamp), encode(normalized[i]))
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				if seqs[i], err = res.LastInsertId(); err != nil {
+					return err
+				}
+				changed[i] = true
 				added++
 				continue
-			case err != sql.ErrNoRows:
-				return err
 			}
 			var old int64
 			var oldText, oldTitle string
