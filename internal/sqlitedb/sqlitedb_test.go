@@ -463,3 +463,23 @@ func TestCheckpointSizeFollowsLiveDocuments(t *testing.T) {
 		t.Fatalf("safety net %d, bulk %d, live %d: the writer's own checkpoint must come after the checkpointer's", walSafetyPages, walBulkPages, walCheckpointPages)
 	}
 }
+
+// The writer keeps a page cache of writerCacheKiB across its transactions;
+// the read connections keep SQLite's default.
+func TestWriterHasTheLargerPageCache(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openKV(t)
+	var w, r int
+	if err := db.Write(ctx, "test", func(tx Tx) error {
+		return tx.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&w)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.R.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&r); err != nil {
+		t.Fatal(err)
+	}
+	if w != -writerCacheKiB || r != -2000 {
+		t.Fatalf("cache_size: writer %d, reader %d; want %d and SQLite's -2000", w, r, -writerCacheKiB)
+	}
+}
