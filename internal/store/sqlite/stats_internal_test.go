@@ -38,6 +38,31 @@ func TestDocumentTasksListedByTheirIndex(t *testing.T) {
 	}
 }
 
+// Failed tasks and quarantined documents are found by an index whose first
+// column is the state, not among every task or document of the client;
+// other states keep the listing index, whose order is the listing's.
+func TestFailuresListedByTheirState(t *testing.T) {
+	s := openTemp(t)
+	has := func(plan []string, want string) bool {
+		return slices.ContainsFunc(plan, func(step string) bool { return strings.Contains(step, want) })
+	}
+	for _, state := range []store.TaskState{store.TaskFailed, store.TaskRetry, store.TaskCancelled} {
+		query, args := listTasksSQL(store.TaskQuery{Client: "acme", State: state, Limit: 100, After: &store.Position{ID: "t"}})
+		if plan := queryPlan(t, s, query, args...); !has(plan, "USING INDEX tasks_state (state=?)") {
+			t.Errorf("%s: plan %q, want a search of tasks_state", state, plan)
+		}
+	}
+	query, args := listTasksSQL(store.TaskQuery{Client: "acme", State: store.TaskDone, Limit: 100})
+	if plan := queryPlan(t, s, query, args...); !has(plan, "USING INDEX tasks_list (client=?)") || has(plan, "TEMP B-TREE") {
+		t.Errorf("DONE: plan %q, want the listing index, unsorted", plan)
+	}
+	q := store.DocumentQuery{Client: "acme", State: store.DocQuarantined, Limit: 100}
+	where, dargs := listFilter(map[string]string{"client": q.Client, "state": string(q.State)}, nil)
+	if plan := queryPlan(t, s, `SELECT id`+listDocumentsFrom(q)+` WHERE `+where+` ORDER BY updated_at DESC, id LIMIT 100`, dargs...); !has(plan, "USING INDEX documents_claim (state=?)") {
+		t.Errorf("QUARANTINED: plan %q, want a search of documents_claim", plan)
+	}
+}
+
 // Documents read by ID are found by the ID's index, not among the client's
 // documents.
 func TestDocumentsReadByTheirID(t *testing.T) {

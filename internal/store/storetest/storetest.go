@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jervis-dev/jervis/internal/store"
 )
@@ -66,6 +67,7 @@ func ExerciseCaps(t *testing.T, newStore NewStore, caps Caps) {
 	t.Run("Encoders", func(t *testing.T) { t.Parallel(); testEncoders(t, newStore(t)) })
 	t.Run("ListingPages", func(t *testing.T) { t.Parallel(); testListingPages(t, newStore(t)) })
 	t.Run("DegradedDocuments", func(t *testing.T) { t.Parallel(); testDegradedDocuments(t, newStore(t)) })
+	t.Run("FailuresListed", func(t *testing.T) { t.Parallel(); testFailuresListed(t, newStore(t)) })
 	t.Run("ClientNamespaces", func(t *testing.T) { t.Parallel(); testClientNamespaces(t, newStore(t)) })
 }
 
@@ -126,6 +128,88 @@ func testListingPages(t *testing.T, s store.Store) {
 	}
 	if other := must(s.ListTasks(ctx(t), store.TaskQuery{Client: "globex"}))(t); len(other) != 0 {
 		t.Fatalf("globex lists acme's tasks: %d", len(other))
+	}
+}
+
+// testFailuresListed lists a client's failed tasks and quarantined
+// documents among others' and among the client's in other states, a page
+// at a time: each once, newest first, the client's only.
+func testFailuresListed(t *testing.T, s store.Store) {
+	var failed, quarantined []string
+	for i := range 12 {
+		for _, client := range []string{"acme", "globex"} {
+			d, _ := mustPut(t, s, doc(client, fmt.Sprint("f-", i), fmt.Sprint("body ", i)))
+			must(s.EnqueueTasks(ctx(t), task(client, d.ID)))(t)
+		}
+	}
+	for _, d := range must(s.ClaimDocuments(ctx(t), claimAt(time.Now(), "ix", 24)))(t) {
+		to := store.DocIndexed
+		var bad *store.ErrorInfo
+		if d.ExternalID < "f-3" { // f-0, f-1, f-10, f-11, f-2 of each client
+			to, bad = store.DocQuarantined, &store.ErrorInfo{Class: "bad_mime", Message: "no boundary"}
+		}
+		if err := s.TransitionDocuments(ctx(t), []store.DocumentTransition{{ID: d.ID, From: store.DocIndexing, To: to, Owner: "ix", Error: bad}}); err != nil {
+			t.Fatal(err)
+		}
+		if to == store.DocQuarantined && d.Client == "acme" {
+			quarantined = append(quarantined, d.ID)
+		}
+	}
+	for _, tk := range must(s.ClaimTasks(ctx(t), store.StageQualify, claimAt(time.Now(), "q", 24)))(t) {
+		to := store.TaskDone
+		var bad *store.ErrorInfo
+		if len(failed) < 7 || tk.Client == "globex" {
+			to, bad = store.TaskFailed, &store.ErrorInfo{Class: "bad_content"}
+		}
+		if err := s.TransitionTasks(ctx(t), []store.TaskTransition{{ID: tk.ID, From: store.TaskQualifying, To: to, Owner: "q", Error: bad}}); err != nil {
+			t.Fatal(err)
+		}
+		if to == store.TaskFailed && tk.Client == "acme" {
+			failed = append(failed, tk.ID)
+		}
+	}
+	var tasks []store.Task
+	var after *store.Position
+	for {
+		got := must(s.ListTasks(ctx(t), store.TaskQuery{Client: "acme", State: store.TaskFailed, Limit: 3, After: after}))(t)
+		if len(got) == 0 {
+			break
+		}
+		tasks = append(tasks, got...)
+		after = &store.Position{UpdatedAt: got[len(got)-1].UpdatedAt, ID: got[len(got)-1].ID}
+	}
+	if got, want := slices.Sorted(slices.Values(ids(tasks))), slices.Sorted(slices.Values(failed)); !slices.Equal(got, want) {
+		t.Fatalf("failed tasks listed %v, want %v", got, want)
+	}
+	var docs []store.Document
+	after = nil
+	for {
+		got := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", State: store.DocQuarantined, Limit: 2, After: after}))(t)
+		if len(got) == 0 {
+			break
+		}
+		docs = append(docs, got...)
+		after = &store.Position{UpdatedAt: got[len(got)-1].UpdatedAt, ID: got[len(got)-1].ID}
+	}
+	if got, want := slices.Sorted(slices.Values(ids(docs))), slices.Sorted(slices.Values(quarantined)); !slices.Equal(got, want) {
+		t.Fatalf("quarantined documents listed %v, want %v", got, want)
+	}
+	for i := 1; i < len(tasks); i++ {
+		a, b := tasks[i-1], tasks[i]
+		if b.UpdatedAt.After(a.UpdatedAt) || b.UpdatedAt.Equal(a.UpdatedAt) && b.ID < a.ID {
+			t.Fatalf("failed tasks out of order at %d", i)
+		}
+	}
+	for i := 1; i < len(docs); i++ {
+		a, b := docs[i-1], docs[i]
+		if b.UpdatedAt.After(a.UpdatedAt) || b.UpdatedAt.Equal(a.UpdatedAt) && b.ID < a.ID {
+			t.Fatalf("quarantined documents out of order at %d", i)
+		}
+	}
+	for _, d := range docs {
+		if d.Error == nil || d.Error.Class != "bad_mime" {
+			t.Fatalf("quarantined document %s without its reason: %+v", d.ID, d.Error)
+		}
 	}
 }
 
