@@ -168,47 +168,43 @@ func testFailuresListed(t *testing.T, s store.Store) {
 			failed = append(failed, tk.ID)
 		}
 	}
-	var tasks []store.Task
-	var after *store.Position
-	for {
-		got := must(s.ListTasks(ctx(t), store.TaskQuery{Client: "acme", State: store.TaskFailed, Limit: 3, After: after}))(t)
-		if len(got) == 0 {
-			break
-		}
-		tasks = append(tasks, got...)
-		after = &store.Position{UpdatedAt: got[len(got)-1].UpdatedAt, ID: got[len(got)-1].ID}
-	}
+	tasks := allPages(t, func(after *store.Position) ([]store.Task, error) {
+		return s.ListTasks(ctx(t), store.TaskQuery{Client: "acme", State: store.TaskFailed, Limit: 3, After: after})
+	}, func(x store.Task) store.Position { return store.Position{UpdatedAt: x.UpdatedAt, ID: x.ID} })
 	if got, want := slices.Sorted(slices.Values(ids(tasks))), slices.Sorted(slices.Values(failed)); !slices.Equal(got, want) {
 		t.Fatalf("failed tasks listed %v, want %v", got, want)
 	}
-	var docs []store.Document
-	after = nil
-	for {
-		got := must(s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", State: store.DocQuarantined, Limit: 2, After: after}))(t)
-		if len(got) == 0 {
-			break
-		}
-		docs = append(docs, got...)
-		after = &store.Position{UpdatedAt: got[len(got)-1].UpdatedAt, ID: got[len(got)-1].ID}
-	}
+	docs := allPages(t, func(after *store.Position) ([]store.Document, error) {
+		return s.ListDocuments(ctx(t), store.DocumentQuery{Client: "acme", State: store.DocQuarantined, Limit: 2, After: after})
+	}, func(x store.Document) store.Position { return store.Position{UpdatedAt: x.UpdatedAt, ID: x.ID} })
 	if got, want := slices.Sorted(slices.Values(ids(docs))), slices.Sorted(slices.Values(quarantined)); !slices.Equal(got, want) {
 		t.Fatalf("quarantined documents listed %v, want %v", got, want)
-	}
-	for i := 1; i < len(tasks); i++ {
-		a, b := tasks[i-1], tasks[i]
-		if b.UpdatedAt.After(a.UpdatedAt) || b.UpdatedAt.Equal(a.UpdatedAt) && b.ID < a.ID {
-			t.Fatalf("failed tasks out of order at %d", i)
-		}
-	}
-	for i := 1; i < len(docs); i++ {
-		a, b := docs[i-1], docs[i]
-		if b.UpdatedAt.After(a.UpdatedAt) || b.UpdatedAt.Equal(a.UpdatedAt) && b.ID < a.ID {
-			t.Fatalf("quarantined documents out of order at %d", i)
-		}
 	}
 	for _, d := range docs {
 		if d.Error == nil || d.Error.Class != "bad_mime" {
 			t.Fatalf("quarantined document %s without its reason: %+v", d.ID, d.Error)
+		}
+	}
+}
+
+// allPages reads a listing a page at a time, each after the last item of
+// the one before, until a page is empty; the items must come newest first
+// (updated_at descending, then ID ascending), which it checks.
+func allPages[T any](t *testing.T, page func(after *store.Position) ([]T, error), at func(T) store.Position) []T {
+	t.Helper()
+	var out []T
+	var after *store.Position
+	for {
+		got := must(page(after))(t)
+		if len(got) == 0 {
+			return out
+		}
+		for _, x := range got {
+			p := at(x)
+			if after != nil && (p.UpdatedAt.After(after.UpdatedAt) || p.UpdatedAt.Equal(after.UpdatedAt) && p.ID <= after.ID) {
+				t.Fatalf("item %d (%s at %v) out of order after %s at %v", len(out), p.ID, p.UpdatedAt, after.ID, after.UpdatedAt)
+			}
+			out, after = append(out, x), &p
 		}
 	}
 }
