@@ -92,6 +92,24 @@ func testIdentities(t *testing.T, s store.Store) {
 	if must(s.IdentityVersion(c, "acme"))(t) == v1 {
 		t.Fatal("the version did not move when a fact went")
 	}
+	// A source is found by the refs it names now, not by those it named.
+	named := func(refs ...string) (fs []store.IdentityFact) {
+		for _, r := range refs {
+			fs = append(fs, store.IdentityFact{Ref: "person:" + r, Kind: store.FactName, Value: r, Evidence: "From: " + r, Seen: seen})
+		}
+		return fs
+	}
+	if err := s.PutIdentityFacts(c, "umbrella", "mail:1", named("ada", "bob", "cy")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIdentityFacts(c, "umbrella", "mail:1", named("bob", "dee", "dee")); err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[string]int{"ada": 0, "bob": 1, "cy": 0, "dee": 1} {
+		if got := must(s.IdentityFactsOf(c, "umbrella", []string{"person:" + ref}, 10))(t); len(got) != want {
+			t.Fatalf("facts of person:%s after its source changed: %+v", ref, got)
+		}
+	}
 	if err := s.PutIdentityFacts(c, "acme", "jira:ops-2", []store.IdentityFact{{Ref: "person:x"}}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("a fact without kind and value: %v", err)
 	}
