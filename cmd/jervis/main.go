@@ -19,6 +19,7 @@ import (
 	"github.com/jervis-dev/jervis/internal/config"
 	"github.com/jervis-dev/jervis/internal/gctune"
 	"github.com/jervis-dev/jervis/internal/redact"
+	"github.com/jervis-dev/jervis/internal/sqlitedb"
 	"github.com/jervis-dev/jervis/internal/store"
 	"github.com/jervis-dev/jervis/internal/store/mongo"
 	"github.com/jervis-dev/jervis/internal/store/sqlite"
@@ -127,6 +128,9 @@ func (a *app) load(cmd *cobra.Command) error {
 	secrets, users := cfg.Secrets(a.environ)
 	a.redactor = redact.New(secrets, users...)
 	a.log = newLogger(a.stderr, cfg.Log, a.redactor)
+	if err := sqlitedb.EngineErr(); err != nil {
+		a.log.Warn("sqlite: its connections share one page cache and one allocator, and wait for each other", "err", err)
+	}
 	if _, set := config.LookupEnv("GOGC", a.environ); !set {
 		gctune.Start(cfg.GCPercent)
 	} else {

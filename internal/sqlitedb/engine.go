@@ -20,13 +20,13 @@ import (
 // connection's page cache is one group under one mutex, and every
 // allocation goes through libc's one allocator under another. The pipeline
 // runs three writers and their readers at once, each on its own connection:
-// in an execution trace of `jervis bench` on the mailing list, writers
+// in an execution trace of `jervis bench` on the mailing list, the writers
 // holding their database's write lock spent 0.92 s (2,399 times) waiting
 // for a processor after blocking on the page caches' mutex, and 0.67 s
-// after blocking on the allocator's — a sixth of jervis.db's held time, the
-// lock the list waits on. A goroutine woken from a mutex runs only when the
-// goroutine that woke it stops; on two busy cores that is often a
-// millisecond later.
+// after blocking on the allocator's; jervis.db's writer, the lock the list
+// waits on, 0.78 s of the 2.55 s it was held. A goroutine woken from a
+// mutex runs only when the goroutine that woke it stops; on two busy cores
+// that is often a millisecond later (BENCHMARKS.md, forty-ninth round).
 //
 // So each page cache is its own group (SQLite's own mode when built without
 // memory management: a cache is used by one connection at a time, which
