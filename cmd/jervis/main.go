@@ -58,6 +58,7 @@ type app struct {
 	server, key                              string
 	cpuProfile                               string
 	memProfile                               string
+	traceFile                                string
 	heapWritten                              bool // by bench, at the measured moment
 	stopProfile                              func()
 
@@ -93,6 +94,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.server, "server", "", "talk to a running server's REST API (http://host:8080) instead of the local store: search, status, reprocess")
 	f.StringVar(&a.key, "key", "", "API key for --server (or set JERVIS_API_KEY)")
 	f.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	f.StringVar(&a.traceFile, "trace", "", "write an execution trace of the command to this file (go tool trace): each write transaction of an embedded store is a region named by its database and operation")
 	f.StringVar(&a.memProfile, "memprofile", "", "write a heap profile to this file when the command ends (bench: after each corpus's measurements, its stores still open)")
 	root.AddCommand(a.serveCommand(), a.statusCommand(), a.importCommand(), a.evalCommand(), a.benchCommand(), a.searchCommand(), a.similarCommand(), a.identitiesCommand(), a.reprocessCommand(), a.encoderCommand(), a.versionCommand())
 	return root

@@ -283,6 +283,26 @@ func TestMemProfileFlag(t *testing.T) {
 	}
 }
 
+// --trace writes an execution trace (go tool trace's format) in which each
+// write transaction of the embedded stores is a region named by database
+// and operation. (Not parallel: a process runs one trace at a time.)
+func TestTraceFlag(t *testing.T) {
+	path, data, in := filepath.Join(t.TempDir(), "run.trace"), t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(in, "note.txt"), []byte("a note to import"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, nil, "import", "--data", data, "--client", "acme", "--trace", path, in); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || !bytes.Contains(b, []byte("jervis.db: put documents")) {
+		t.Fatalf("trace: %d bytes, %v; header %q", len(b), err, b[:min(len(b), 16)])
+	}
+	if code, _, errOut := runCLI(t, nil, "import", "--data", data, "--client", "acme", "--trace", filepath.Join(t.TempDir(), "no", "such", "dir", "t"), in); code == 0 || !strings.Contains(errOut, "--trace") {
+		t.Fatalf("unwritable trace: exit %d %q", code, errOut)
+	}
+}
+
 // --cpuprofile writes a profile go tool pprof reads, whatever the command.
 func TestCPUProfileFlag(t *testing.T) {
 	t.Parallel()

@@ -5,29 +5,50 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
-// startProfile starts the CPU profile --cpuprofile asks for.
+// startProfile starts the CPU profile --cpuprofile asks for and the
+// execution trace --trace asks for.
 func (a *app) startProfile() error {
-	if a.cpuProfile == "" {
-		return nil
-	}
-	f, err := os.Create(a.cpuProfile)
-	if err != nil {
-		return fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return fmt.Errorf("--cpuprofile: %w", err)
-	}
+	var stops []func()
 	a.stopProfile = func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		for _, stop := range stops {
+			stop()
+		}
+	}
+	if a.cpuProfile != "" {
+		f, err := os.Create(a.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		stops = append(stops, func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}
+	if a.traceFile != "" {
+		f, err := os.Create(a.traceFile)
+		if err != nil {
+			return fmt.Errorf("--trace: %w", err)
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--trace: %w", err)
+		}
+		stops = append(stops, func() {
+			trace.Stop()
+			f.Close()
+		})
 	}
 	return nil
 }
 
-// endProfile writes the CPU profile out, when one runs, and the heap
+// endProfile writes the CPU profile and the trace out, when they run, and the heap
 // profile --memprofile asks for.
 func (a *app) endProfile() {
 	if a.stopProfile != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -427,6 +428,9 @@ func (db *DB) Write(ctx context.Context, op string, fn func(tx Tx) error) error 
 	}
 	got := time.Now()
 	db.waited.Add(int64(got.Sub(asked)))
+	if trace.IsEnabled() { // jervis --trace: what the writer does while it holds the file
+		defer trace.StartRegion(ctx, filepath.Base(db.Path)+": "+op).End()
+	}
 	defer func() {
 		db.transactions.Add(1)
 		db.held.Add(int64(time.Since(got)))
