@@ -70,7 +70,7 @@ type Config struct {
 	// makes the routing decision; without it the rules decide.
 	Agent          *agent.Agent
 	UncertainLinks string // PolicyAuto (default), PolicyRecord, PolicyFetch or PolicyModel
-	Concurrency    int    // tasks at once, or batches with Batch above 1 (default 4)
+	Concurrency    int    // tasks at once, or batches with Batch above 1 (default DefaultConcurrency)
 	// Batch is how many tasks are handled together (HandleBatch): their
 	// documents ingested with one write per store (kb.IngestBatch), their
 	// TaskMemory and identity facts in one; 1: each alone. Default
@@ -100,6 +100,15 @@ type Config struct {
 // DefaultBatch is how many tasks the rules qualifier takes together by
 // default.
 const DefaultBatch = 16
+
+// DefaultConcurrency is how many batches (tasks, with an Agent) run at
+// once by default. Three, not four, since SQLite's connections stopped
+// waiting for each other's mutexes (BENCHMARKS.md, forty-ninth round): on
+// two cores a fourth batch only added goroutines waiting for a processor —
+// Jira 948–1,018 → 991–1,064 documents/s in four alternating pairs, the
+// list's median of seven 873 → 932, 100,000 synthetic 884 → 913, a live
+// note's freshness the same.
+const DefaultConcurrency = 3
 
 // Qualifier is the worker.Handler of the qualification loop.
 type Qualifier struct {
@@ -131,7 +140,7 @@ func New(cfg Config) (*worker.Worker[store.Task], error) {
 		batch = 1 // the model's calls are the cost, one task at a time
 	}
 	return worker.New(store.TaskQueue{Tasks: cfg.Store, Stage: store.StageQualify}, &Qualifier{cfg: cfg, maxWrite: min(2*batch, grown(batch))}, worker.Config{
-		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, 4), BatchJobs: batch, MaxBatchJobs: grown(batch), LeaseFor: cfg.LeaseFor, BackoffBase: cfg.BackoffBase, PollInterval: cfg.PollInterval,
+		Name: "qualifier", Concurrency: cmp.Or(cfg.Concurrency, DefaultConcurrency), BatchJobs: batch, MaxBatchJobs: grown(batch), LeaseFor: cfg.LeaseFor, BackoffBase: cfg.BackoffBase, PollInterval: cfg.PollInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: cfg.Logger, Observe: cfg.Observe,
 	})
 }

@@ -295,7 +295,7 @@ func Default() Config {
 		Embedder: Embedder{Backend: "glove", Ollama: OllamaEmbedder{Host: "http://127.0.0.1:11434", Model: "nomic-embed-text", Timeout: 60 * time.Second},
 			ClientEncoder: ClientEncoder{MinDocuments: 1000, Growth: 2, Every: 30 * time.Second}},
 		Indexers:  Indexers{Concurrency: 4, BatchSize: 64, PollInterval: time.Second},
-		Qualifier: Qualifier{Concurrency: 4, Batch: 16, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
+		Qualifier: Qualifier{Concurrency: 3, Batch: 16, OllamaHost: "http://127.0.0.1:11434", MaxIterations: 10, UncertainLinks: "auto"},
 		Executor: Executor{IdleAfter: 30 * time.Second, Concurrency: 1, OllamaHost: "http://127.0.0.1:11434",
 			MaxIterations: 500, MaxTokens: 1_000_000, MaxDuration: 15 * time.Minute},
 		API: API{RateLimit: 50, RateBurst: 100, MaxBodyBytes: 1 << 20},
