@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -17,35 +18,30 @@ func (a *app) startProfile() error {
 			stop()
 		}
 	}
-	if a.cpuProfile != "" {
-		f, err := os.Create(a.cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+	// to starts one of them writing to path, when it is set.
+	to := func(flag, path string, start func(io.Writer) error, stop func()) error {
+		if path == "" {
+			return nil
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("--cpuprofile: %w", err)
+		f, err := os.Create(path)
+		if err == nil {
+			if err = start(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("--%s: %w", flag, err)
 		}
 		stops = append(stops, func() {
-			pprof.StopCPUProfile()
+			stop()
 			f.Close()
 		})
+		return nil
 	}
-	if a.traceFile != "" {
-		f, err := os.Create(a.traceFile)
-		if err != nil {
-			return fmt.Errorf("--trace: %w", err)
-		}
-		if err := trace.Start(f); err != nil {
-			f.Close()
-			return fmt.Errorf("--trace: %w", err)
-		}
-		stops = append(stops, func() {
-			trace.Stop()
-			f.Close()
-		})
+	if err := to("cpuprofile", a.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile); err != nil {
+		return err
 	}
-	return nil
+	return to("trace", a.traceFile, trace.Start, trace.Stop)
 }
 
 // endProfile writes the CPU profile and the trace out, when they run, and the heap
